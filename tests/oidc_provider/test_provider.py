@@ -35,7 +35,7 @@ def verified_claims(provider: OIDCProvider, id_token: str) -> dict[str, Any]:
     assert header.alg == josepy.RS256
     keys = requests.get(provider.jwks_uri, timeout=10).json()["keys"]
     key = next(k for k in keys if k["kid"] == header.kid)
-    assert jws.verify(josepy.JWK.from_json(key))
+    assert jws.verify(josepy.JWKRSA.json_loads(json.dumps(key)))
     claims: dict[str, Any] = json.loads(jws.payload)
     return claims
 
