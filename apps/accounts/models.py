@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+from django.db.models.functions import Lower
+from django.utils import timezone
+
+from apps.accounts import core
+
+
+class User(AbstractUser):
+    """A person. Platform admins are ``is_staff``; team roles live in :class:`Membership`."""
+
+    display_name = models.CharField(max_length=150, blank=True)
+
+    def __str__(self) -> str:
+        return self.display_name or self.username
+
+
+class OidcIdentity(models.Model):
+    """The identity provider's name for a user: issuer + subject, never the e-mail."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identities"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_login_at = models.DateTimeField(null=True, blank=True)
+    last_groups = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        verbose_name = "OIDC identity"
+        verbose_name_plural = "OIDC identities"
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} @ {self.issuer}"
+
+
+class Team(models.Model):
+    """A group of people sharing GPU quotas; one Kubernetes namespace per team."""
+
+    slug = models.SlugField(max_length=core.SLUG_MAX_LENGTH, unique=True)
+    name = models.CharField(max_length=100)
+    namespace = models.CharField(max_length=63, unique=True, editable=False)
+    idp_group = models.CharField(
+        "identity-provider group",
+        max_length=200,
+        blank=True,
+        help_text="Members of this group in the identity provider become team members.",
+    )
+    idp_lead_group = models.CharField(
+        "identity-provider lead group",
+        max_length=200,
+        blank=True,
+        help_text="Members of this group become team leads.",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(Lower("name"), name="team_name_unique_ci"),
+            models.UniqueConstraint(
+                fields=["idp_group"],
+                condition=~models.Q(idp_group=""),
+                name="team_idp_group_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        MEMBER = core.ROLE_MEMBER, "Member"
+        LEAD = core.ROLE_LEAD, "Lead"
+
+    class Source(models.TextChoices):
+        IDP = "idp", "Identity provider"
+        MANUAL = "manual", "Added by hand"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "team"], name="membership_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+class ApiToken(models.Model):
+    """A personal API token. Only a SHA-256 digest is stored; the secret is shown once."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    lookup = models.CharField(max_length=16, unique=True, editable=False)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (gpp_{self.lookup}_…)"
+
+    def is_active(self, now: object | None = None) -> bool:
+        moment = now or timezone.now()
+        if self.revoked_at is not None:
+            return False
+        return self.expires_at is None or self.expires_at > moment  # type: ignore[operator]

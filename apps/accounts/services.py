@@ -1,0 +1,303 @@
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.accounts import core
+from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
+from apps.audit.services import audit_record
+
+# --- teams ------------------------------------------------------------------------------------
+
+
+def _team_conflicts(*, name: str, slug: str, exclude_pk: int | None) -> dict[str, str]:
+    """Readable reasons why ``name``/``slug`` would collide with another team."""
+    errors: dict[str, str] = {}
+    problem = core.slug_problem(slug)
+    if problem:
+        errors["slug"] = problem
+        return errors
+    others = Team.objects.exclude(pk=exclude_pk) if exclude_pk else Team.objects.all()
+    namespace = core.namespace_for_slug(slug)
+    clash = others.filter(slug=slug).first() or others.filter(namespace=namespace).first()
+    if clash is not None:
+        errors["slug"] = (
+            f"The namespace {namespace} already belongs to team “{clash.name}”. "
+            "Choose another slug."
+        )
+    if others.filter(name__iexact=name.strip()).exists():
+        errors["name"] = f"A team named “{name.strip()}” already exists."
+    return errors
+
+
+def team_validate(*, name: str, slug: str | None, exclude_pk: int | None = None) -> str:
+    """Validate a team's name and slug; return the slug to use (derived from the name if empty)."""
+    if not name or not name.strip():
+        raise ValidationError({"name": "A team needs a name."})
+    final_slug = slug or core.slug_from_name(name)
+    errors = _team_conflicts(name=name, slug=final_slug, exclude_pk=exclude_pk)
+    if errors:
+        raise ValidationError(errors)
+    return final_slug
+
+
+def team_create(
+    *,
+    actor: User | None,
+    name: str,
+    slug: str | None = None,
+    idp_group: str = "",
+    idp_lead_group: str = "",
+    source_ip: str | None = None,
+) -> Team:
+    final_slug = team_validate(name=name, slug=slug)
+    try:
+        with transaction.atomic():
+            team = Team.objects.create(
+                name=name.strip(),
+                slug=final_slug,
+                namespace=core.namespace_for_slug(final_slug),
+                idp_group=idp_group.strip(),
+                idp_lead_group=idp_lead_group.strip(),
+            )
+            audit_record(
+                actor=actor,
+                action="team.create",
+                obj=team,
+                source_ip=source_ip,
+                details={"namespace": team.namespace, "idp_group": team.idp_group},
+            )
+    except IntegrityError as exc:
+        # A concurrent create won the race for the same slug, namespace, name or group.
+        raise ValidationError(
+            "Another team with this name, slug or identity-provider group was just created."
+        ) from exc
+    return team
+
+
+def team_update(
+    *,
+    actor: User | None,
+    team: Team,
+    name: str,
+    idp_group: str,
+    idp_lead_group: str,
+    source_ip: str | None = None,
+) -> Team:
+    """Rename a team or change its groups. The slug and namespace never change once created:
+    Kubernetes objects already live there."""
+    team_validate(name=name, slug=team.slug, exclude_pk=team.pk)
+    with transaction.atomic():
+        before = {"name": team.name, "idp_group": team.idp_group, "lead": team.idp_lead_group}
+        team.name = name.strip()
+        team.idp_group = idp_group.strip()
+        team.idp_lead_group = idp_lead_group.strip()
+        team.save()
+        audit_record(
+            actor=actor,
+            action="team.update",
+            obj=team,
+            source_ip=source_ip,
+            details={"before": before},
+        )
+    return team
+
+
+def membership_set(
+    *, actor: User | None, team: Team, user: User, role: str, source_ip: str | None = None
+) -> Membership:
+    if role not in Membership.Role.values:
+        raise ValidationError({"role": f"Unknown role {role!r}; use member or lead."})
+    if actor is not None and not (actor.is_staff or _is_lead(actor, team)):
+        raise PermissionDenied("Only a team lead or an admin may change the team's members.")
+    with transaction.atomic():
+        membership, created = Membership.objects.update_or_create(
+            user=user, team=team, defaults={"role": role, "source": Membership.Source.MANUAL}
+        )
+        audit_record(
+            actor=actor,
+            action="membership.add" if created else "membership.update",
+            obj=membership,
+            source_ip=source_ip,
+            details={"role": role},
+        )
+    return membership
+
+
+def membership_remove(
+    *, actor: User | None, membership: Membership, source_ip: str | None = None
+) -> None:
+    if actor is not None and not (actor.is_staff or _is_lead(actor, membership.team)):
+        raise PermissionDenied("Only a team lead or an admin may remove members.")
+    with transaction.atomic():
+        audit_record(actor=actor, action="membership.remove", obj=membership, source_ip=source_ip)
+        membership.delete()
+
+
+def _is_lead(user: User, team: Team) -> bool:
+    return Membership.objects.filter(user=user, team=team, role=Membership.Role.LEAD).exists()
+
+
+# --- sign-in ----------------------------------------------------------------------------------
+
+
+def user_sync_oidc(
+    *,
+    issuer: str,
+    subject: str,
+    claims: Mapping[str, object],
+    groups_claim: str,
+    admin_groups: Sequence[str],
+    source_ip: str | None = None,
+) -> User:
+    """Find or create the user for an identity, and bring their teams and admin status up to
+    date with the groups claim of this sign-in."""
+    groups = core.groups_from_claims(claims, groups_claim)
+    with transaction.atomic():
+        identity = (
+            OidcIdentity.objects.select_for_update()
+            .select_related("user")
+            .filter(issuer=issuer, subject=subject)
+            .first()
+        )
+        created = identity is None
+        if identity is None:
+            user = User.objects.create_user(username=_free_username(claims, subject))
+            identity = OidcIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+        user = identity.user
+        user.email = str(claims.get("email") or "")[:254]
+        user.display_name = str(claims.get("name") or "")[:150]
+        user.first_name = str(claims.get("given_name") or "")[:150]
+        user.last_name = str(claims.get("family_name") or "")[:150]
+
+        teams = [
+            core.TeamGroups(team_id=t.pk, member_group=t.idp_group, lead_group=t.idp_lead_group)
+            for t in Team.objects.exclude(idp_group="", idp_lead_group="")
+        ]
+        current = dict(
+            Membership.objects.filter(user=user, source=Membership.Source.IDP).values_list(
+                "team_id", "role"
+            )
+        )
+        plan = core.plan_memberships(
+            groups=groups, teams=teams, current_idp_team_ids=current, admin_groups=admin_groups
+        )
+        for team_id, role in plan.roles.items():
+            existing = Membership.objects.filter(user=user, team_id=team_id).first()
+            if existing is None:
+                Membership.objects.create(
+                    user=user, team_id=team_id, role=role, source=Membership.Source.IDP
+                )
+            elif existing.source == Membership.Source.IDP and existing.role != role:
+                existing.role = role
+                existing.save(update_fields=["role"])
+        Membership.objects.filter(
+            user=user, team_id__in=plan.remove_team_ids, source=Membership.Source.IDP
+        ).delete()
+        admin_changed = user.is_staff != plan.is_admin
+        user.is_staff = plan.is_admin
+        user.is_superuser = plan.is_admin
+        user.is_active = True
+        user.last_login = timezone.now()
+        user.save()
+        identity.last_login_at = timezone.now()
+        identity.last_groups = groups
+        identity.save(update_fields=["last_login_at", "last_groups"])
+        audit_record(
+            actor=user,
+            action="auth.login",
+            obj=user,
+            source_ip=source_ip,
+            details={
+                "issuer": issuer,
+                "new_user": created,
+                "groups": groups,
+                "teams": sorted(plan.roles),
+                "left_teams": sorted(plan.remove_team_ids),
+                "admin": plan.is_admin,
+                "admin_changed": admin_changed,
+            },
+        )
+    return user
+
+
+def _free_username(claims: Mapping[str, object], subject: str) -> str:
+    """A readable, unique username; the identity itself is issuer + subject, not this."""
+    base = str(claims.get("preferred_username") or claims.get("email") or subject)
+    base = base.split("@")[0][:140] or "user"
+    candidate, n = base, 1
+    while User.objects.filter(username=candidate).exists():
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+# --- API tokens -------------------------------------------------------------------------------
+
+
+def api_token_create(
+    *,
+    actor: User,
+    name: str,
+    scopes: Sequence[str],
+    expires_at: datetime | None,
+    source_ip: str | None = None,
+) -> tuple[ApiToken, str]:
+    """Create a token and return it with its plaintext, which is never stored nor shown again."""
+    errors: dict[str, str] = {}
+    if not name or not name.strip():
+        errors["name"] = "Give the token a name, e.g. the machine or pipeline that uses it."
+    unknown = [s for s in scopes if s not in core.ALL_SCOPES]
+    if unknown or not scopes:
+        errors["scopes"] = f"Choose at least one scope of: {', '.join(core.ALL_SCOPES)}."
+    if expires_at is not None and expires_at <= timezone.now():
+        errors["expires_at"] = "The expiry must be in the future."
+    if errors:
+        raise ValidationError(errors)
+    material = core.token_generate()
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=actor,
+            name=name.strip(),
+            lookup=material.lookup,
+            digest=material.digest,
+            scopes=sorted(set(scopes)),
+            expires_at=expires_at,
+        )
+        audit_record(
+            actor=actor,
+            action="token.create",
+            obj=token,
+            source_ip=source_ip,
+            details={
+                "scopes": token.scopes,
+                "expires_at": expires_at.isoformat() if expires_at else None,
+            },
+        )
+    return token, material.plaintext
+
+
+def api_token_revoke(*, actor: User, token: ApiToken, source_ip: str | None = None) -> ApiToken:
+    if token.user_id != actor.pk and not actor.is_staff:
+        raise PermissionDenied("This token belongs to someone else.")
+    with transaction.atomic():
+        # Conditional update: a second revoke (double click, retry) changes nothing.
+        changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        if changed:
+            audit_record(actor=actor, action="token.revoke", obj=token, source_ip=source_ip)
+    token.refresh_from_db()
+    return token
+
+
+def api_token_touch(*, token: ApiToken, now: datetime, min_interval_seconds: int = 60) -> None:
+    """Record use without writing on every request: at most once a minute per token."""
+    if token.last_used_at and (now - token.last_used_at).total_seconds() < min_interval_seconds:
+        return
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    token.last_used_at = now

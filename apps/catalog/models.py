@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from apps.catalog import core
+
+
+class GpuClass(models.Model):
+    """A kind of GPU offered to users, and how a fraction of it becomes Kubernetes resources."""
+
+    class Sharing(models.TextChoices):
+        WHOLE = core.SHARING_WHOLE, "Whole GPUs"
+        TIMESLICE = core.SHARING_TIMESLICE, "Time-slicing (no memory isolation)"
+        MIG = core.SHARING_MIG, "MIG partitions"
+        HAMI = core.SHARING_HAMI, "HAMi virtual GPUs"
+
+    name = models.CharField(max_length=64, unique=True, help_text="e.g. H100-80GB")
+    product_label = models.CharField(
+        max_length=128,
+        help_text="Value of the node label nvidia.com/gpu.product, e.g. NVIDIA-H100-80GB-HBM3.",
+    )
+    memory_mib = models.PositiveIntegerField("memory (MiB)", validators=[MinValueValidator(1024)])
+    sharing_mode = models.CharField(max_length=16, choices=Sharing.choices, default=Sharing.WHOLE)
+    timeslice_replicas = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Time-slicing: replicas per GPU."
+    )
+    mig_profiles = models.JSONField(
+        default=list, blank=True, help_text='MIG: profiles offered, e.g. ["1g.10gb", "3g.40gb"].'
+    )
+    hami_split_count = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="HAMi: virtual GPUs per physical GPU."
+    )
+    hourly_cost = models.DecimalField(
+        "hourly cost per GPU",
+        max_digits=10,
+        decimal_places=4,
+        default=Decimal("0"),
+        validators=[MinValueValidator(Decimal("0"))],
+    )
+    capacity_gpus = models.PositiveIntegerField(
+        "known capacity (GPUs)",
+        default=0,
+        help_text="Physical GPUs of this class across enabled clusters; 0 when unknown.",
+    )
+    enabled = models.BooleanField(default=True)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "GPU class"
+        verbose_name_plural = "GPU classes"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        profiles = self.mig_profiles if isinstance(self.mig_profiles, list) else None
+        if profiles is None or not all(isinstance(p, str) for p in profiles):
+            raise ValidationError({"mig_profiles": "Give MIG profiles as a list of names."})
+        errors = core.sharing_params_errors(
+            mode=self.sharing_mode,
+            memory_mib=self.memory_mib or 0,
+            timeslice_replicas=self.timeslice_replicas,
+            mig_profiles=profiles,
+            hami_split_count=self.hami_split_count,
+        )
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def capacity_milli(self) -> int:
+        return self.capacity_gpus * 1000
+
+    @property
+    def shares_gpus(self) -> bool:
+        return self.sharing_mode != core.SHARING_WHOLE
+
+
+class Image(models.Model):
+    """A curated container image users may pick."""
+
+    class Kind(models.TextChoices):
+        NOTEBOOK = "notebook", "Notebook"
+        TRAINING = "training", "Training"
+        ANY = "any", "Notebook or training"
+
+    name = models.CharField(max_length=100, unique=True)
+    reference = models.CharField(
+        max_length=255, help_text="Full image reference with tag or digest."
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.ANY)
+    description = models.TextField(blank=True)
+    read_only_root = models.BooleanField(
+        default=False, help_text="The image runs with a read-only root filesystem."
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        problem = core.image_reference_problem(self.reference or "")
+        if problem:
+            raise ValidationError({"reference": problem})
+
+
+class Cluster(models.Model):
+    """A Kubernetes cluster gpupaas schedules onto."""
+
+    class Connection(models.TextChoices):
+        IN_CLUSTER = "in_cluster", "In-cluster service account"
+        KUBECONFIG = "kubeconfig", "Kubeconfig file"
+
+    class Role(models.TextChoices):
+        HUB = "hub", "Hub"
+        SPOKE = "spoke", "Spoke"
+        BURST = "burst", "Burst"
+
+    name = models.SlugField(max_length=63, unique=True)
+    connection = models.CharField(
+        max_length=16, choices=Connection.choices, default=Connection.KUBECONFIG
+    )
+    kubeconfig_path = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Path of the kubeconfig file on the portal and worker hosts (never its content).",
+    )
+    kubeconfig_context = models.CharField(max_length=200, blank=True)
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.HUB)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.connection == self.Connection.KUBECONFIG and not self.kubeconfig_path:
+            raise ValidationError(
+                {"kubeconfig_path": "A kubeconfig connection needs the path of the file."}
+            )
+        if self.connection == self.Connection.IN_CLUSTER and (
+            self.kubeconfig_path or self.kubeconfig_context
+        ):
+            raise ValidationError(
+                {"kubeconfig_path": "An in-cluster connection uses no kubeconfig; leave it empty."}
+            )

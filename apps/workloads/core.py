@@ -1,0 +1,132 @@
+"""Pure rules for workloads: kinds, states, legal transitions, and request arithmetic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KIND_NOTEBOOK = "notebook"
+KIND_TRAINING = "training"
+KIND_SWEEP = "sweep"
+KIND_INFERENCE = "inference"
+
+PENDING = "pending"
+QUEUED = "queued"
+ADMITTED = "admitted"
+STARTING = "starting"
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+CANCELLED = "cancelled"
+PREEMPTED = "preempted"
+SUSPENDED = "suspended"
+EXPIRED = "expired"
+
+TERMINAL_STATES = frozenset({SUCCEEDED, FAILED, CANCELLED, EXPIRED})
+ACTIVE_STATES = frozenset({ADMITTED, STARTING, RUNNING})
+WAITING_STATES = frozenset({PENDING, QUEUED})
+
+# DESIGN.md: pending → queued → admitted → starting → running → succeeded | failed | cancelled,
+# plus preempted (back to queued unless the user said otherwise), suspended (notebooks,
+# resumable) and expired (max runtime reached). Any live state may fail or be cancelled.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    PENDING: frozenset({QUEUED, FAILED, CANCELLED}),
+    QUEUED: frozenset({ADMITTED, FAILED, CANCELLED}),
+    ADMITTED: frozenset({STARTING, RUNNING, QUEUED, PREEMPTED, FAILED, CANCELLED}),
+    STARTING: frozenset({RUNNING, SUCCEEDED, PREEMPTED, FAILED, CANCELLED, EXPIRED, SUSPENDED}),
+    RUNNING: frozenset({SUCCEEDED, FAILED, CANCELLED, PREEMPTED, SUSPENDED, EXPIRED}),
+    PREEMPTED: frozenset({QUEUED, FAILED, CANCELLED}),
+    SUSPENDED: frozenset({QUEUED, CANCELLED, FAILED}),
+    SUCCEEDED: frozenset(),
+    FAILED: frozenset(),
+    CANCELLED: frozenset(),
+    EXPIRED: frozenset(),
+}
+
+
+class TransitionError(ValueError):
+    pass
+
+
+def check_transition(current: str, target: str) -> None:
+    if target not in TRANSITIONS.get(current, frozenset()):
+        raise TransitionError(f"A workload that is {current} cannot become {target}.")
+
+
+PRIORITY_PRODUCTION = "production"
+PRIORITY_TRAINING = "training"
+PRIORITY_DEVELOPMENT = "development"
+PRIORITY_BATCH = "batch"
+# Highest first; DESIGN.md's table of who preempts whom follows from this order.
+PRIORITY_ORDER = (PRIORITY_PRODUCTION, PRIORITY_TRAINING, PRIORITY_DEVELOPMENT, PRIORITY_BATCH)
+
+DEFAULT_PRIORITY = {
+    KIND_NOTEBOOK: PRIORITY_DEVELOPMENT,
+    KIND_TRAINING: PRIORITY_TRAINING,
+    KIND_SWEEP: PRIORITY_BATCH,
+    KIND_INFERENCE: PRIORITY_PRODUCTION,
+}
+
+
+def may_preempt(attacker: str, victim: str) -> bool:
+    """Within a team: a strictly higher class preempts a lower one; production never yields."""
+    if victim == PRIORITY_PRODUCTION:
+        return False
+    return PRIORITY_ORDER.index(attacker) < PRIORITY_ORDER.index(victim)
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    kind: str
+    gpu_milli: int
+    replicas: int
+
+
+def request_errors(shape: RequestShape) -> dict[str, str]:
+    """Field → message for an amount of GPU that cannot be requested.
+
+    A request is ``replicas × gpu_milli``; fractions (< 1000) are single-replica only and
+    multi-GPU replicas use whole GPUs (DESIGN.md).
+    """
+    errors: dict[str, str] = {}
+    if isinstance(shape.gpu_milli, bool) or not isinstance(shape.gpu_milli, int):
+        errors["gpu_milli"] = "The GPU amount must be a whole number of milli-GPU."
+    elif shape.gpu_milli <= 0:
+        errors["gpu_milli"] = "The GPU amount must be positive (1000 = one GPU)."
+    elif shape.gpu_milli > 1000 and shape.gpu_milli % 1000:
+        errors["gpu_milli"] = (
+            "More than one GPU per replica must be whole GPUs (2000, 3000, …), not "
+            f"{shape.gpu_milli}."
+        )
+    if isinstance(shape.replicas, bool) or not isinstance(shape.replicas, int):
+        errors["replicas"] = "Replicas must be a whole number."
+    elif shape.replicas < 1:
+        errors["replicas"] = "At least one replica is needed."
+    elif shape.replicas > 1 and "gpu_milli" not in errors and shape.gpu_milli < 1000:
+        errors["replicas"] = "Fractions of a GPU are for a single replica only."
+    if shape.kind == KIND_NOTEBOOK and isinstance(shape.replicas, int) and shape.replicas > 1:
+        errors["replicas"] = "A notebook runs as one replica."
+    return errors
+
+
+def total_milli(shape: RequestShape) -> int:
+    return shape.gpu_milli * shape.replicas
+
+
+def allowed_priorities(*, is_lead: bool, is_admin: bool) -> tuple[str, ...]:
+    """Production serves live traffic: only team leads and platform admins may use it."""
+    if is_lead or is_admin:
+        return PRIORITY_ORDER
+    return tuple(p for p in PRIORITY_ORDER if p != PRIORITY_PRODUCTION)
+
+
+def state_timestamp_field(state: str) -> str | None:
+    """The Workload timestamp that records reaching ``state`` first."""
+    return {
+        QUEUED: "queued_at",
+        ADMITTED: "admitted_at",
+        RUNNING: "started_at",
+        SUCCEEDED: "finished_at",
+        FAILED: "finished_at",
+        CANCELLED: "finished_at",
+        EXPIRED: "finished_at",
+    }.get(state)

@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from apps.accounts.models import Team
+from apps.catalog.models import Cluster, GpuClass, Image
+from apps.workloads import core
+
+
+class Workload(models.Model):
+    """What a user asked for, what the scheduler admitted, and what Kubernetes runs."""
+
+    class Kind(models.TextChoices):
+        NOTEBOOK = core.KIND_NOTEBOOK, "Notebook"
+        TRAINING = core.KIND_TRAINING, "Training job"
+        SWEEP = core.KIND_SWEEP, "Batch sweep"
+        INFERENCE = core.KIND_INFERENCE, "Inference endpoint"
+
+    class State(models.TextChoices):
+        PENDING = core.PENDING, "Pending"
+        QUEUED = core.QUEUED, "Queued"
+        ADMITTED = core.ADMITTED, "Admitted"
+        STARTING = core.STARTING, "Starting"
+        RUNNING = core.RUNNING, "Running"
+        SUCCEEDED = core.SUCCEEDED, "Succeeded"
+        FAILED = core.FAILED, "Failed"
+        CANCELLED = core.CANCELLED, "Cancelled"
+        PREEMPTED = core.PREEMPTED, "Preempted"
+        SUSPENDED = core.SUSPENDED, "Suspended"
+        EXPIRED = core.EXPIRED, "Expired"
+
+    class Priority(models.TextChoices):
+        PRODUCTION = core.PRIORITY_PRODUCTION, "Production"
+        TRAINING = core.PRIORITY_TRAINING, "Training"
+        DEVELOPMENT = core.PRIORITY_DEVELOPMENT, "Development"
+        BATCH = core.PRIORITY_BATCH, "Batch"
+
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="workloads"
+    )
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="workloads")
+    gpu_class = models.ForeignKey(GpuClass, on_delete=models.PROTECT, related_name="workloads")
+    gpu_milli = models.PositiveIntegerField(
+        "GPU per replica (milli-GPU)", validators=[MinValueValidator(1)]
+    )
+    replicas = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    priority_class = models.CharField(max_length=16, choices=Priority.choices)
+    image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="workloads")
+    command = models.JSONField(default=list, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    cpu_milli = models.PositiveIntegerField(default=2000)
+    memory_mib = models.PositiveIntegerField(default=8192)
+    max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True)
+    idle_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    retries = models.PositiveSmallIntegerField(default=0)
+    requeue_on_preemption = models.BooleanField(default=True)
+    params = models.JSONField(default=dict, blank=True, help_text="Kind-specific settings.")
+
+    created_at = models.DateTimeField(default=timezone.now)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="workloads"
+    )
+    placement = models.JSONField(
+        default=dict, blank=True, help_text="Admitted placement: node → GPU indices/instances."
+    )
+    k8s_objects = models.JSONField(
+        "Kubernetes objects",
+        default=list,
+        blank=True,
+        help_text="The objects created for this workload, as stored names (kind, namespace, name).",
+    )
+    last_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["state", "-created_at"], name="workload_state_idx"),
+            models.Index(fields=["team", "state"], name="workload_team_state_idx"),
+            models.Index(fields=["owner", "-created_at"], name="workload_owner_idx"),
+            models.Index(fields=["kind"], name="workload_kind_idx"),
+            models.Index(fields=["priority_class"], name="workload_priority_idx"),
+            models.Index(fields=["-created_at"], name="workload_created_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(gpu_milli__gte=1), name="workload_milli_pos"),
+            models.CheckConstraint(
+                condition=models.Q(replicas__gte=1), name="workload_replicas_pos"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    def clean(self) -> None:
+        if self.gpu_milli is None or self.replicas is None:
+            return
+        errors = core.request_errors(
+            core.RequestShape(kind=self.kind, gpu_milli=self.gpu_milli, replicas=self.replicas)
+        )
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def total_milli(self) -> int:
+        return self.gpu_milli * self.replicas
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in core.TERMINAL_STATES
+
+
+class WorkloadEvent(models.Model):
+    """One state change of a workload, with the reason shown to the user."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="events")
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16)
+    reason = models.CharField(max_length=500)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["workload", "created_at"], name="wl_event_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.from_state or '∅'} → {self.to_state}: {self.reason}"

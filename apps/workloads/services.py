@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from apps.accounts.models import Membership, Team, User
+from apps.audit.services import audit_record
+from apps.catalog.models import GpuClass, Image
+from apps.workloads import core
+from apps.workloads.models import Workload, WorkloadEvent
+
+
+def workload_submit(
+    *,
+    actor: User,
+    team: Team,
+    kind: str,
+    name: str,
+    gpu_class: GpuClass,
+    image: Image,
+    gpu_milli: int,
+    replicas: int = 1,
+    priority_class: str | None = None,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    max_runtime_seconds: int | None = None,
+    idle_timeout_seconds: int | None = None,
+    retries: int = 0,
+    params: dict[str, Any] | None = None,
+    source_ip: str | None = None,
+) -> Workload:
+    """Record a request for GPUs. It waits in ``pending`` until a scheduling cycle looks at it."""
+    membership = Membership.objects.filter(user=actor, team=team).first()
+    if membership is None and not actor.is_staff:
+        raise PermissionDenied("You are not a member of this team.")
+    errors = core.request_errors(
+        core.RequestShape(kind=kind, gpu_milli=gpu_milli, replicas=replicas)
+    )
+    if kind not in core.DEFAULT_PRIORITY:
+        errors["kind"] = f"Unknown kind of workload: {kind!r}."
+    if not gpu_class.enabled:
+        errors["gpu_class"] = f"{gpu_class.name} is not offered at the moment."
+    if not image.enabled:
+        errors["image"] = f"The image {image.name} is no longer offered."
+    elif kind == core.KIND_NOTEBOOK and image.kind == Image.Kind.TRAINING:
+        errors["image"] = f"{image.name} is a training image; pick a notebook image."
+    elif kind != core.KIND_NOTEBOOK and image.kind == Image.Kind.NOTEBOOK:
+        errors["image"] = f"{image.name} is a notebook image; pick a training image."
+    priority = priority_class or core.DEFAULT_PRIORITY.get(kind, core.PRIORITY_BATCH)
+    allowed = core.allowed_priorities(
+        is_lead=membership is not None and membership.role == Membership.Role.LEAD,
+        is_admin=actor.is_staff,
+    )
+    if priority not in allowed:
+        errors["priority_class"] = (
+            f"You may not use the {priority} class; choose one of: {', '.join(allowed)}."
+        )
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        workload = Workload.objects.create(
+            name=name,
+            kind=kind,
+            owner=actor,
+            team=team,
+            gpu_class=gpu_class,
+            image=image,
+            gpu_milli=gpu_milli,
+            replicas=replicas,
+            priority_class=priority,
+            command=command or [],
+            args=args or [],
+            env=env or {},
+            max_runtime_seconds=max_runtime_seconds,
+            idle_timeout_seconds=idle_timeout_seconds,
+            retries=retries,
+            params=params or {},
+            state=core.PENDING,
+        )
+        WorkloadEvent.objects.create(
+            workload=workload,
+            from_state="",
+            to_state=core.PENDING,
+            reason="Submitted.",
+            actor=actor,
+        )
+        audit_record(
+            actor=actor,
+            action="workload.submit",
+            obj=workload,
+            source_ip=source_ip,
+            details={"total_milli": workload.total_milli, "gpu_class": gpu_class.name},
+        )
+    return workload
+
+
+def workload_transition(
+    *,
+    workload: Workload,
+    to_state: str,
+    reason: str,
+    actor: User | None = None,
+    expected_from: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> bool:
+    """Move a workload to ``to_state`` and record the event. Returns False if it lost a race.
+
+    The update is conditional on the state we read: two workers (or a worker and a user)
+    acting on the same workload cannot both apply a transition from the same state.
+    """
+    current = expected_from or workload.state
+    core.check_transition(current, to_state)
+    now = timezone.now()
+    changes: dict[str, Any] = {"state": to_state, "last_reason": reason[:500], "updated_at": now}
+    stamp = core.state_timestamp_field(to_state)
+    if stamp and getattr(workload, stamp) is None:
+        changes[stamp] = now
+    changes.update(extra or {})
+    with transaction.atomic():
+        claimed = Workload.objects.filter(pk=workload.pk, state=current).update(**changes)
+        if claimed != 1:
+            return False
+        WorkloadEvent.objects.create(
+            workload=workload, from_state=current, to_state=to_state, reason=reason, actor=actor
+        )
+    for field, value in changes.items():
+        setattr(workload, field, value)
+    return True
+
+
+def workload_cancel(
+    *, actor: User, workload: Workload, reason: str = "", source_ip: str | None = None
+) -> Workload:
+    """Cancel a workload that has not finished. Owners, team leads and admins may."""
+    if not _may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may cancel this workload.")
+    if workload.is_terminal:
+        raise ValidationError(f"The workload has already {workload.state}; nothing to cancel.")
+    text = reason or f"Cancelled by {actor.get_username()}."
+    with transaction.atomic():
+        if not workload_transition(
+            workload=workload, to_state=core.CANCELLED, reason=text, actor=actor
+        ):
+            workload.refresh_from_db()
+            raise ValidationError(f"The workload changed to {workload.state} meanwhile; try again.")
+        audit_record(actor=actor, action="workload.cancel", obj=workload, source_ip=source_ip)
+    return workload
+
+
+def _may_manage(actor: User, workload: Workload) -> bool:
+    if actor.is_staff or workload.owner_id == actor.pk:
+        return True
+    return Membership.objects.filter(
+        user=actor, team_id=workload.team_id, role=Membership.Role.LEAD
+    ).exists()

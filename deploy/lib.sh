@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Shared helpers for deploy/run.sh, deploy/test.sh and .ci/run. Sourced, not run.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+PY="$VENV/bin/python"
+
+log() { printf '\033[1m[gpupaas]\033[0m %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    log "need root for: $*"; return 1; fi
+}
+
+# apt_install PKG... — installs Debian packages that are missing (needs root or sudo).
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# bootstrap_python — a virtualenv with the project installed, redone when pyproject changes.
+bootstrap_python() {
+  local stamp="$VENV/.pyproject.sha256" want
+  want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+  if [ ! -x "$PY" ]; then
+    log "creating virtualenv $VENV"
+    python3 -m venv "$VENV"
+  fi
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "installing Python dependencies"
+    "$PY" -m pip install -q --upgrade pip
+    "$PY" -m pip install -q -e "$ROOT[dev]"
+    echo "$want" > "$stamp"
+  fi
+}
+
+# ensure_postgres — a running PostgreSQL with role/database gpupaas (password gpupaas).
+ensure_postgres() {
+  apt_install postgresql postgresql-client
+  local ver
+  ver="$(ls /usr/lib/postgresql | sort -V | tail -1)"
+  if ! pg_lsclusters -h 2>/dev/null | grep -q .; then
+    as_root pg_createcluster "$ver" main >/dev/null
+  fi
+  local cluster
+  cluster="$(pg_lsclusters -h | head -1 | awk '{print $1" "$2}')"
+  if ! pg_lsclusters -h | head -1 | grep -q online; then
+    log "starting PostgreSQL $cluster"
+    # shellcheck disable=SC2086
+    as_root pg_ctlcluster $cluster start
+  fi
+  as_root su postgres -c "psql -qtAc \"SELECT 1 FROM pg_roles WHERE rolname='gpupaas'\"" | grep -q 1 ||
+    as_root su postgres -c "psql -qc \"CREATE ROLE gpupaas LOGIN CREATEDB PASSWORD 'gpupaas'\""
+  as_root su postgres -c "psql -qtAc \"SELECT 1 FROM pg_database WHERE datname='gpupaas'\"" | grep -q 1 ||
+    as_root su postgres -c "createdb -O gpupaas gpupaas"
+}
+
+# ensure_redis PORT DIR — a redis-server on 127.0.0.1:PORT (started if not answering).
+ensure_redis() {
+  local port="$1" dir="$2"
+  apt_install redis-server
+  if redis-cli -p "$port" ping >/dev/null 2>&1; then return 0; fi
+  mkdir -p "$dir"
+  log "starting Redis on 127.0.0.1:$port"
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --daemonize yes \
+    --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --save "" --appendonly no
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
+  log "Redis did not start; see $dir/redis.log"; return 1
+}
+
+# ensure_node_deps — npm packages of the OpenID provider used in development and tests.
+ensure_node_deps() {
+  command -v node >/dev/null || apt_install nodejs npm
+  if [ ! -d "$ROOT/deploy/oidc-provider/node_modules" ]; then
+    log "installing the OpenID provider's npm packages"
+    (cd "$ROOT/deploy/oidc-provider" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}

@@ -1,0 +1,1 @@
+"""Settings by environment: base (shared), dev, test, production."""

@@ -1,0 +1,217 @@
+"""Settings shared by every environment. Values come only from the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from gpupaas.settings.env import (
+    env_bool,
+    env_int,
+    env_list,
+    env_optional_str,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(env_str("GPUPAAS_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_optional_str("SECRET_KEY") or ""
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
+PLATFORM_CONTACT = env_str("PLATFORM_CONTACT", "your platform team")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "mozilla_django_oidc",
+    "django_prometheus",
+    "apps.accounts",
+    "apps.audit",
+    "apps.catalog",
+    "apps.quotas",
+    "apps.scheduling",
+    "apps.workloads",
+    "apps.orchestration",
+    "apps.telemetry",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "gpupaas.urls"
+WSGI_APPLICATION = "gpupaas.wsgi.application"
+ASGI_APPLICATION = "gpupaas.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "gpupaas.context.portal",
+            ],
+        },
+    },
+]
+
+# --- database --------------------------------------------------------------------------------
+# SQLite only as the zero-setup default of the run command; PostgreSQL everywhere else.
+DATABASE_URL = env_optional_str("DATABASE_URL")
+if DATABASE_URL:
+    try:
+        DATABASES = {
+            "default": dj_database_url.parse(
+                DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+            )
+        }
+    except (ValueError, KeyError) as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from exc
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(VAR_DIR / "db.sqlite3"),
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_USER_MODEL = "accounts.User"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
+
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 12 * 3600, minimum=60)
+CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# --- Redis and Celery ------------------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = "gpupaas"
+HEARTBEAT_INTERVAL_SECONDS = env_int("HEARTBEAT_INTERVAL_SECONDS", 15, minimum=1)
+
+# --- OIDC ------------------------------------------------------------------------------------
+# On when a client id and an issuer are given. The endpoints are explicit (no discovery at
+# start-up, so a provider outage cannot stop the portal from booting).
+OIDC_RP_CLIENT_ID = env_optional_str("OIDC_RP_CLIENT_ID") or ""
+OIDC_OP_ISSUER = env_optional_str("OIDC_OP_ISSUER") or ""
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID and OIDC_OP_ISSUER)
+OIDC_RP_CLIENT_SECRET = env_optional_str("OIDC_RP_CLIENT_SECRET") or ""
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_optional_str("OIDC_OP_AUTHORIZATION_ENDPOINT") or ""
+OIDC_OP_TOKEN_ENDPOINT = env_optional_str("OIDC_OP_TOKEN_ENDPOINT") or ""
+OIDC_OP_USER_ENDPOINT = env_optional_str("OIDC_OP_USER_ENDPOINT") or ""
+OIDC_OP_JWKS_ENDPOINT = env_optional_str("OIDC_OP_JWKS_ENDPOINT") or ""
+OIDC_OP_LOGOUT_ENDPOINT = env_optional_str("OIDC_OP_LOGOUT_ENDPOINT") or ""
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "your company account")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile groups")
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", [])
+OIDC_USE_PKCE = env_bool("OIDC_USE_PKCE", True)
+OIDC_TOKEN_USE_BASIC_AUTH = env_bool("OIDC_TOKEN_USE_BASIC_AUTH", True)
+OIDC_CLOCK_LEEWAY_SECONDS = env_int("OIDC_CLOCK_LEEWAY_SECONDS", 60, minimum=0)
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+if OIDC_ENABLED:
+    _missing = [
+        name
+        for name in (
+            "OIDC_RP_CLIENT_SECRET",
+            "OIDC_OP_AUTHORIZATION_ENDPOINT",
+            "OIDC_OP_TOKEN_ENDPOINT",
+            "OIDC_OP_USER_ENDPOINT",
+            "OIDC_OP_JWKS_ENDPOINT",
+        )
+        if not globals()[name]
+    ]
+    if _missing:
+        raise ImproperlyConfigured(f"OIDC is enabled but these are unset: {', '.join(_missing)}.")
+
+AUTHENTICATION_BACKENDS = [
+    *(["apps.accounts.oidc.GpupaasOIDCBackend"] if OIDC_ENABLED else []),
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+# Local sign-in as seeded demo users: development only, never with DEBUG off (see dev.py).
+DEV_LOGIN_ENABLED = False
+DEV_LOGIN_USERS: list[str] = []
+
+# --- REST API --------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.accounts.authentication.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "apps.accounts.authentication.TokenScopePermission",
+    ],
+    "EXCEPTION_HANDLER": "gpupaas.api.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+# --- metrics ---------------------------------------------------------------------------------
+PROMETHEUS_EXPORT_MIGRATIONS = False
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

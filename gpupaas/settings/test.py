@@ -1,0 +1,28 @@
+"""Tests: PostgreSQL, fast hashing, demo sign-in off unless a test turns it on."""
+
+from __future__ import annotations
+
+import dj_database_url
+
+from gpupaas.settings import base
+from gpupaas.settings.env import env_str, inherit
+
+inherit(base, globals())
+
+SECRET_KEY = "test-only-key"  # noqa: S105
+DEBUG = False
+DATABASES = {  # tests always use PostgreSQL
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", "postgres://gpupaas:gpupaas@127.0.0.1:5432/gpupaas"),
+        conn_max_age=0,
+    )
+}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+DEV_LOGIN_USERS = ["alice", "bob", "carol", "dave", "admin"]
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+CELERY_TASK_ALWAYS_EAGER = False
+LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+from apps.accounts import oidc
+from gpupaas import views
+
+admin.site.site_header = "gpupaas administration"
+admin.site.site_title = "gpupaas admin"
+admin.site.index_title = "Platform governance"
+
+urlpatterns = [
+    path("", include("apps.workloads.urls")),
+    path("accounts/", include("apps.accounts.urls")),
+    path("api/v1/", include("gpupaas.api_urls")),
+    path("admin/", admin.site.urls),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("", include("django_prometheus.urls")),
+]
+
+# Mounted always; the views refuse to start a flow when OIDC is not configured.
+urlpatterns += [
+    path("oidc/authenticate/", oidc.SignInView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", oidc.CallbackView.as_view(), name="oidc_authentication_callback"),
+]

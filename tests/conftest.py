@@ -1,0 +1,7 @@
+from __future__ import annotations
+
+pytest_plugins = [
+    "tests.plugins.cast",
+    "tests.plugins.redis_server",
+    "tests.plugins.oidc",
+]
