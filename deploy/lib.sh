@@ -6,6 +6,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 PY="$VENV/bin/python"
 
+# Go lives here on these machines; kubesim is built with it.
+[ -d /usr/local/go/bin ] && case ":$PATH:" in *":/usr/local/go/bin:"*) ;; *) PATH="$PATH:/usr/local/go/bin" ;; esac
+export PATH
+
 log() { printf '\033[1m[gpupaas]\033[0m %s\n' "$*" >&2; }
 
 as_root() {

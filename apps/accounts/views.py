@@ -19,13 +19,18 @@ from apps.audit.services import audit_record
 from gpupaas.http import client_ip
 
 
+def dev_login_allowed() -> bool:
+    """Demo sign-in needs DEBUG on and OIDC off, checked at request time, every time."""
+    return bool(settings.DEBUG and settings.DEV_LOGIN_ENABLED and not settings.OIDC_ENABLED)
+
+
 @require_GET
 def login_page(request: HttpRequest) -> HttpResponse:
     next_path = core.safe_next_path(request.GET.get("next")) or ""
     if request.user.is_authenticated:
         return HttpResponseRedirect(next_path or "/")
     demo_users = []
-    if settings.DEV_LOGIN_ENABLED:
+    if dev_login_allowed():
         demo_users = list(
             User.objects.filter(username__in=settings.DEV_LOGIN_USERS, is_active=True).order_by(
                 "username"
@@ -38,7 +43,7 @@ def login_page(request: HttpRequest) -> HttpResponse:
             "next": next_path,
             "oidc_enabled": settings.OIDC_ENABLED,
             "oidc_provider_name": settings.OIDC_PROVIDER_NAME,
-            "dev_login": settings.DEV_LOGIN_ENABLED,
+            "dev_login": dev_login_allowed(),
             "demo_users": demo_users,
         },
     )
@@ -51,7 +56,7 @@ def dev_login(request: HttpRequest) -> HttpResponse:
     The check runs at request time too, so a settings override or a stale URLconf can never
     expose it on a production-like configuration.
     """
-    if not (settings.DEBUG and settings.DEV_LOGIN_ENABLED and not settings.OIDC_ENABLED):
+    if not dev_login_allowed():
         raise Http404("Development sign-in is disabled.")
     username = request.POST.get("username", "")
     if username not in settings.DEV_LOGIN_USERS:

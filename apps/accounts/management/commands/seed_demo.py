@@ -120,17 +120,19 @@ class Command(BaseCommand):
             )
             teams[team.slug] = team
         for spec in USERS:
-            user, _ = User.objects.get_or_create(
+            user, created = User.objects.get_or_create(
                 username=spec["username"],
                 defaults={
                     "display_name": spec["display_name"],
                     "email": f"{spec['username']}@example.com",
+                    "is_staff": bool(spec.get("staff")),
+                    "is_superuser": bool(spec.get("staff")),
                 },
             )
-            if spec.get("staff"):
-                user.is_staff = user.is_superuser = True
-            user.set_unusable_password()
-            user.save()
+            if created:
+                # Demo users sign in through the development login only, never by password.
+                user.set_unusable_password()
+                user.save(update_fields=["password"])
             for slug, role in spec["teams"].items():
                 Membership.objects.update_or_create(
                     user=user, team=teams[slug], defaults={"role": role}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs the portal at http://127.0.0.1:8000 with demo data on local defaults: SQLite (unless
+# DATABASE_URL is set), a local Redis, a Celery worker with beat, and the simulated
+# Kubernetes cluster (deploy/kubesim, built on first use) in the background.
+#   KUBESIM=0   skip the simulated cluster
+#   OIDC=1      sign in through the development OpenID provider instead of the demo login
+#   PORT=8000   where the portal listens
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+PORT="${PORT:-8000}"
+VAR="$ROOT/var"
+mkdir -p "$VAR/log"
+export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-gpupaas.settings.dev}"
+export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}"
+
+bootstrap_python
+ensure_redis 6379 "$VAR/redis"
+
+pids=()
+cleanup() {
+  trap - EXIT INT TERM
+  log "stopping"
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+if [ "${OIDC:-0}" = 1 ]; then
+  ensure_node_deps
+  node deploy/oidc-provider/server.js --port 9000 --config deploy/oidc-provider/config.dev.json \
+    > "$VAR/log/oidc-provider.log" 2>&1 &
+  pids+=($!)
+  issuer="http://127.0.0.1:9000"
+  export OIDC_RP_CLIENT_ID=gpupaas-dev OIDC_RP_CLIENT_SECRET=gpupaas-dev-secret \
+    OIDC_OP_ISSUER="$issuer" OIDC_OP_AUTHORIZATION_ENDPOINT="$issuer/auth" \
+    OIDC_OP_TOKEN_ENDPOINT="$issuer/token" OIDC_OP_USER_ENDPOINT="$issuer/me" \
+    OIDC_OP_JWKS_ENDPOINT="$issuer/jwks" OIDC_OP_LOGOUT_ENDPOINT="$issuer/session/end" \
+    OIDC_ADMIN_GROUPS=gpupaas-admins OIDC_PROVIDER_NAME="the development provider"
+  log "OpenID provider at $issuer (users alice/bob/carol/dave/admin, password <user>-password)"
+fi
+
+kubeconfig=""
+if [ "${KUBESIM:-1}" = 1 ]; then
+  if command -v go >/dev/null; then
+    kubeconfig="$VAR/kubesim/admin.kubeconfig"
+    log "starting the simulated cluster in the background (first run builds it: see var/log/kubesim.log)"
+    "$PY" -m gpupaas.devtools.kubesim up --data-dir "$VAR/kubesim" > "$VAR/log/kubesim.log" 2>&1 &
+    pids+=($!)
+  else
+    log "Go is not installed: running without the simulated cluster"
+  fi
+fi
+
+"$PY" manage.py migrate --noinput -v0
+"$PY" manage.py seed_demo ${kubeconfig:+--kubeconfig "$kubeconfig"}
+
+"$PY" -m celery -A gpupaas worker --beat --loglevel=INFO --concurrency=2 \
+  --schedule "$VAR/celerybeat-schedule" > "$VAR/log/celery.log" 2>&1 &
+pids+=($!)
+
+log "portal on http://127.0.0.1:$PORT (logs in var/log/)"
+"$PY" manage.py runserver "127.0.0.1:$PORT" &
+pids+=($!)
+wait "${pids[-1]}"

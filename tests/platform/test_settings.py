@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from gpupaas.settings import env
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD_KEY = "k9#Zq2!vT7@pL4$wX8%rN1^bM6&cF3*hJ5(dG0)sA-eY_uQ+iO=" * 2
+
+
+def test_env_helpers_parse_typed_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("X_BOOL", "yes")
+    monkeypatch.setenv("X_INT", " 42 ")
+    monkeypatch.setenv("X_LIST", "a, b,,c")
+    assert env.env_bool("X_BOOL", False) is True
+    assert env.env_int("X_INT", 0) == 42
+    assert env.env_list("X_LIST") == ["a", "b", "c"]
+    assert env.env_str("X_MISSING", "dflt") == "dflt"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "call"),
+    [
+        ("X_BOOL", "maybe", lambda: env.env_bool("X_BOOL", False)),
+        ("X_INT", "4 2", lambda: env.env_int("X_INT", 0)),
+        ("X_INT", "-1", lambda: env.env_int("X_INT", 0, minimum=0)),
+    ],
+)
+def test_env_helpers_fail_loudly_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, call: object
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ImproperlyConfigured, match=name):
+        call()  # type: ignore[operator]
+
+
+def test_required_variable_missing_fails() -> None:
+    with pytest.raises(ImproperlyConfigured, match="X_REQUIRED"):
+        env.env_str("X_REQUIRED_NOT_SET_ANYWHERE")
+
+
+def test_secret_from_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n")
+    monkeypatch.setenv("X_SECRET_FILE", str(secret))
+    assert env.env_str("X_SECRET") == "s3cret"
+    monkeypatch.setenv("X_SECRET", "both")
+    with pytest.raises(ImproperlyConfigured, match="not both"):
+        env.env_str("X_SECRET")
+
+
+def _manage(settings: str, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    clean = {
+        k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL"}
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": settings, **extra_env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_production_has_no_default_secret_key() -> None:
+    result = _manage(
+        "gpupaas.settings.production", "check", DATABASE_URL="postgres://u:p@127.0.0.1/db"
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY is required" in result.stderr
+
+
+def test_production_refuses_sqlite() -> None:
+    result = _manage("gpupaas.settings.production", "check", SECRET_KEY=GOOD_KEY)
+    assert result.returncode != 0
+    assert "Production needs PostgreSQL" in result.stderr
+
+
+def test_check_deploy_is_clean_under_production_settings() -> None:
+    result = _manage(
+        "gpupaas.settings.production",
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        SECRET_KEY=GOOD_KEY,
+        DATABASE_URL="postgres://u:p@127.0.0.1/db",
+        ALLOWED_HOSTS="gpu.example.com",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_sqlite_is_the_zero_setup_default(tmp_path: Path) -> None:
+    result = _manage(
+        "gpupaas.settings.dev",
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.DATABASES['default']['ENGINE'])",
+        GPUPAAS_VAR_DIR=str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "django.db.backends.sqlite3"
+
+
+def test_bad_database_url_fails_loudly() -> None:
+    result = _manage("gpupaas.settings.dev", "check", DATABASE_URL="nosuchscheme://x")
+    assert result.returncode != 0
+    assert "DATABASE_URL" in result.stderr
+
+
+def test_partial_oidc_configuration_fails_loudly() -> None:
+    result = _manage(
+        "gpupaas.settings.dev",
+        "check",
+        OIDC_RP_CLIENT_ID="portal",
+        OIDC_OP_ISSUER="https://idp.example.com",
+    )
+    assert result.returncode != 0
+    assert "OIDC_OP_TOKEN_ENDPOINT" in result.stderr

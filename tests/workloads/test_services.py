@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.test import Client
+
+from apps.audit.models import AuditEvent
+from apps.catalog.models import Image
+from apps.workloads import core
+from apps.workloads.models import Workload
+from apps.workloads.services import workload_cancel, workload_submit, workload_transition
+from tests.factories import ImageFactory, WorkloadFactory
+from tests.plugins.cast import Cast
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(cast: Cast, **kw: object) -> Workload:
+    args: dict = {
+        "actor": cast.owner,
+        "team": cast.team,
+        "kind": "training",
+        "name": "train",
+        "gpu_class": cast.gpu_class,
+        "image": cast.image,
+        "gpu_milli": 1000,
+        "replicas": 2,
+    }
+    args.update(kw)
+    return workload_submit(**args)
+
+
+def test_submit_records_pending_workload_event_and_audit(cast: Cast) -> None:
+    workload = submit(cast)
+    assert workload.state == core.PENDING
+    assert workload.priority_class == core.PRIORITY_TRAINING
+    assert workload.total_milli == 2000
+    assert [e.to_state for e in workload.events.all()] == [core.PENDING]
+    assert AuditEvent.objects.filter(action="workload.submit", object_id=str(workload.pk)).exists()
+
+
+def test_outsider_cannot_submit_for_another_team(cast: Cast) -> None:
+    with pytest.raises(PermissionDenied):
+        submit(cast, actor=cast.outsider)
+    assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"gpu_milli": -1}, "gpu_milli"),
+        ({"gpu_milli": 250, "replicas": 2}, "replicas"),
+        ({"priority_class": "production"}, "priority_class"),
+        ({"kind": "notebook", "replicas": 1}, "image"),
+    ],
+)
+def test_submit_refuses_bad_requests_with_field_messages(cast: Cast, kw: dict, field: str) -> None:
+    cast.image.kind = Image.Kind.TRAINING
+    cast.image.save()
+    with pytest.raises(ValidationError) as info:
+        submit(cast, **kw)
+    assert field in info.value.message_dict
+    assert not Workload.objects.exists()
+
+
+def test_lead_may_use_production(cast: Cast) -> None:
+    workload = submit(
+        cast,
+        actor=cast.lead,
+        kind="inference",
+        priority_class="production",
+        image=ImageFactory(name="srv", kind=Image.Kind.ANY),
+        replicas=1,
+    )
+    assert workload.priority_class == "production"
+
+
+def test_transition_is_claimed_once(cast: Cast) -> None:
+    workload = submit(cast)
+    stale = Workload.objects.get(pk=workload.pk)
+    assert workload_transition(workload=workload, to_state=core.QUEUED, reason="In line.")
+    # A second worker that read the same row loses the race instead of writing twice.
+    assert not workload_transition(workload=stale, to_state=core.QUEUED, reason="In line.")
+    assert workload.events.filter(to_state=core.QUEUED).count() == 1
+    workload.refresh_from_db()
+    assert workload.queued_at is not None
+    assert workload.last_reason == "In line."
+
+
+def test_illegal_transition_raises(cast: Cast) -> None:
+    workload = submit(cast)
+    with pytest.raises(core.TransitionError):
+        workload_transition(workload=workload, to_state=core.RUNNING, reason="x")
+
+
+def test_owner_teammate_lead_outsider_cancel_matrix(cast: Cast) -> None:
+    for actor, allowed in [
+        (cast.outsider, False),
+        (cast.teammate, False),
+        (cast.lead, True),
+    ]:
+        workload = submit(cast)
+        if allowed:
+            workload_cancel(actor=actor, workload=workload)
+            workload.refresh_from_db()
+            assert workload.state == core.CANCELLED
+        else:
+            with pytest.raises(PermissionDenied):
+                workload_cancel(actor=actor, workload=workload)
+            workload.refresh_from_db()
+            assert workload.state == core.PENDING
+
+
+def test_cancel_twice_explains(cast: Cast) -> None:
+    workload = submit(cast)
+    workload_cancel(actor=cast.owner, workload=workload)
+    with pytest.raises(ValidationError, match="already cancelled"):
+        workload_cancel(actor=cast.owner, workload=workload)
+
+
+def test_outsider_gets_404_for_workload_page(cast: Cast) -> None:
+    workload = WorkloadFactory(
+        owner=cast.owner, team=cast.team, gpu_class=cast.gpu_class, image=cast.image
+    )
+    outsider = Client()
+    outsider.force_login(cast.outsider)
+    assert outsider.get(f"/workloads/{workload.pk}/").status_code == 404
+    assert outsider.get("/workloads/999999/").status_code == 404
+    teammate = Client()
+    teammate.force_login(cast.teammate)
+    assert teammate.get(f"/workloads/{workload.pk}/").status_code == 200
