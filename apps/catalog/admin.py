@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 
 from apps.audit.services import audit_record
-from apps.catalog.models import Cluster, GpuClass, Image
+from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image
 from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import guarantee_warning_for_class
 from gpupaas.http import client_ip
@@ -121,3 +121,27 @@ class ClusterAdmin(AuditedAdmin):
     list_display = ("name", "role", "connection", "kubeconfig_path", "enabled")
     list_filter = ("role", "connection", "enabled")
     search_fields = ("name",)
+
+
+@admin.register(ClusterNode)
+class ClusterNodeAdmin(admin.ModelAdmin):
+    """Read-only inventory: written by the cluster sync, shown for acceptance and debugging."""
+
+    list_display = (
+        "name",
+        "cluster",
+        "gpu_class",
+        "gpu_count",
+        "ready",
+        "schedulable",
+        "last_seen_at",
+    )
+    list_filter = ("cluster", "gpu_class", "ready", "schedulable")
+    search_fields = ("name",)
+    list_select_related = ("cluster", "gpu_class")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -156,3 +156,39 @@ class Cluster(models.Model):
             raise ValidationError(
                 {"kubeconfig_path": "An in-cluster connection uses no kubeconfig; leave it empty."}
             )
+
+
+class ClusterNode(models.Model):
+    """A GPU node of a cluster, as last reported by Kubernetes (synced by orchestration).
+
+    The scheduler reads this inventory to place workloads; it is never edited by hand.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    gpu_class = models.ForeignKey(
+        GpuClass, null=True, blank=True, on_delete=models.SET_NULL, related_name="nodes"
+    )
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    gpu_uuids = models.JSONField(default=list, blank=True)
+    mig_layout = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='MIG: the instances every GPU is partitioned into, e.g. ["1g.10gb", "3g.40gb"].',
+    )
+    cpu_milli = models.PositiveIntegerField(default=0)
+    memory_mib = models.PositiveBigIntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True)
+    allocatable = models.JSONField(default=dict, blank=True)
+    schedulable = models.BooleanField(default=True)
+    ready = models.BooleanField(default=True)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="cluster_node_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.name}"
