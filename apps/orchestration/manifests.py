@@ -1,0 +1,682 @@
+"""Kubernetes objects for teams and workloads, built as plain dicts. Pure: no API calls.
+
+Every object carries the managed-by label and, for workloads, the workload id, so the
+reconciler can find what it owns and never touches anything else.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.catalog import core as catalog_core
+from apps.orchestration.resources import GpuClassSpec
+from apps.workloads import core as wl
+
+Manifest = dict[str, Any]
+
+MANAGED_BY = "gpupaas"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_WORKLOAD = "gpupaas.io/workload-id"
+LABEL_TEAM = "gpupaas.io/team"
+LABEL_KIND = "gpupaas.io/kind"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_SWEEP_POINT = "gpupaas.io/sweep-point"
+ANNOTATION_HAMI_UUID = "nvidia.com/use-gpuuuid"
+
+SERVICE_ACCOUNT = "gpupaas-workload"
+QUOTA_NAME = "gpupaas-quota"
+LIMIT_RANGE_NAME = "gpupaas-defaults"
+
+# Values keep DESIGN.md's order; batch never preempts anyone, the others preempt lower classes.
+PRIORITY_VALUES = {
+    wl.PRIORITY_PRODUCTION: 1_000_000,
+    wl.PRIORITY_TRAINING: 100_000,
+    wl.PRIORITY_DEVELOPMENT: 10_000,
+    wl.PRIORITY_BATCH: 1_000,
+}
+PRIORITY_DESCRIPTIONS = {
+    wl.PRIORITY_PRODUCTION: "gpupaas production: inference on live traffic; never preempted.",
+    wl.PRIORITY_TRAINING: "gpupaas training: active training runs; preempted only by production.",
+    wl.PRIORITY_DEVELOPMENT: "gpupaas development: notebooks; preempted by training, production.",
+    wl.PRIORITY_BATCH: "gpupaas batch: sweeps on idle GPUs; preempted by any higher class.",
+}
+# Time a preempted pod gets to checkpoint before it is killed.
+GRACE_SECONDS = {
+    wl.PRIORITY_PRODUCTION: 60,
+    wl.PRIORITY_TRAINING: 120,
+    wl.PRIORITY_DEVELOPMENT: 30,
+    wl.PRIORITY_BATCH: 30,
+}
+NOTEBOOK_PORT = 8888
+RENDEZVOUS_PORT = 29500
+
+
+def priority_class_name(priority: str) -> str:
+    return f"gpupaas-{priority}"
+
+
+def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {LABEL_MANAGED_BY: MANAGED_BY, **labels}}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+# --- cluster-wide and per team ----------------------------------------------------------------
+
+
+def priority_class_manifests() -> list[Manifest]:
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": _meta(priority_class_name(priority)),
+            "value": value,
+            "globalDefault": False,
+            "preemptionPolicy": "Never"
+            if priority == wl.PRIORITY_BATCH
+            else "PreemptLowerPriority",
+            "description": PRIORITY_DESCRIPTIONS[priority],
+        }
+        for priority, value in PRIORITY_VALUES.items()
+    ]
+
+
+@dataclass(frozen=True)
+class TeamQuotaSpec:
+    gpu_class: GpuClassSpec
+    limit_milli: int
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    slug: str
+    namespace: str
+    quotas: tuple[TeamQuotaSpec, ...] = ()
+    ingress_namespace: str = "ingress-nginx"
+
+
+def quota_hard(quotas: Sequence[TeamQuotaSpec]) -> dict[str, str]:
+    """The team's limits per GPU resource, so Kubernetes enforces the ceiling a second time.
+
+    Classes that share a resource name add up. A MIG class caps each profile at the number
+    of instances the limit could buy; a HAMi class caps both vGPUs and their memory.
+    """
+    hard: dict[str, int] = {}
+
+    def add(resource: str, amount: int) -> None:
+        hard[f"requests.{resource}"] = hard.get(f"requests.{resource}", 0) + amount
+
+    for quota in quotas:
+        gpu, limit = quota.gpu_class, quota.limit_milli
+        if gpu.sharing_mode == catalog_core.SHARING_WHOLE:
+            add("nvidia.com/gpu", limit // 1000)
+        elif gpu.sharing_mode == catalog_core.SHARING_TIMESLICE:
+            add("nvidia.com/gpu.shared", limit * (gpu.timeslice_replicas or 1) // 1000)
+        elif gpu.sharing_mode == catalog_core.SHARING_MIG:
+            for profile in gpu.mig_profiles:
+                memory = catalog_core.mig_profile_memory_mib(profile) or gpu.memory_mib
+                per_instance_milli = max(1, math.ceil(memory * 1000 / gpu.memory_mib))
+                add(f"nvidia.com/mig-{profile}", limit // per_instance_milli)
+        elif gpu.sharing_mode == catalog_core.SHARING_HAMI:
+            add("nvidia.com/gpu", limit * (gpu.hami_split_count or 1) // 1000)
+            add("nvidia.com/gpumem", limit * gpu.memory_mib // 1000)
+    return {k: str(v) for k, v in sorted(hard.items())}
+
+
+def team_manifests(team: TeamSpec) -> list[Manifest]:
+    """Everything a team namespace needs, in the order it should be applied."""
+    ns = team.namespace
+    team_label = {LABEL_TEAM: team.slug}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": ns,
+                "labels": {
+                    LABEL_MANAGED_BY: MANAGED_BY,
+                    LABEL_TEAM: team.slug,
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                    "pod-security.kubernetes.io/warn": "restricted",
+                    "pod-security.kubernetes.io/audit": "restricted",
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(SERVICE_ACCOUNT, ns, **team_label),
+            "automountServiceAccountToken": False,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": _meta(QUOTA_NAME, ns, **team_label),
+            "spec": {"hard": quota_hard(team.quotas)},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": _meta(LIMIT_RANGE_NAME, ns, **team_label),
+            "spec": {
+                "limits": [
+                    {
+                        "type": "Container",
+                        "default": {"cpu": "1", "memory": "2Gi"},
+                        "defaultRequest": {"cpu": "250m", "memory": "512Mi"},
+                    }
+                ]
+            },
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta("default-deny", ns, **team_label),
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]},
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta("allow-dns", ns, **team_label),
+            "spec": {
+                "podSelector": {},
+                "policyTypes": ["Egress"],
+                "egress": [
+                    {
+                        "to": [
+                            {
+                                "namespaceSelector": {
+                                    "matchLabels": {"kubernetes.io/metadata.name": "kube-system"}
+                                },
+                                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                            }
+                        ],
+                        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta("allow-notebook-ingress", ns, **team_label),
+            "spec": {
+                "podSelector": {"matchLabels": {LABEL_KIND: wl.KIND_NOTEBOOK}},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {
+                        "from": [
+                            {
+                                "namespaceSelector": {
+                                    "matchLabels": {
+                                        "kubernetes.io/metadata.name": team.ingress_namespace
+                                    }
+                                }
+                            }
+                        ],
+                        "ports": [{"protocol": "TCP", "port": NOTEBOOK_PORT}],
+                    }
+                ],
+            },
+        },
+    ]
+
+
+# --- workloads --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplicaPlacement:
+    node: str
+    gpu_uuids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A workload as the builders need it; services fill it from the database."""
+
+    id: int
+    name: str
+    kind: str
+    team_slug: str
+    namespace: str
+    owner: str
+    image: str
+    gpu_limits: Mapping[str, str]
+    gpu_product: str
+    sharing_mode: str
+    priority_class: str
+    replicas: int = 1
+    gpus_per_replica: int = 1
+    cpu_milli: int = 2000
+    memory_mib: int = 8192
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    read_only_root: bool = False
+    max_runtime_seconds: int | None = None
+    retries: int = 0
+    placement: tuple[ReplicaPlacement, ...] = ()
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    sweep_grid: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    notebook_base_url: str = ""
+    notebook_host: str = ""
+    notebook_token_secret: str = ""
+    home_claim: str = ""
+    home_size: str = "20Gi"
+
+    @property
+    def base_name(self) -> str:
+        return f"wl-{self.id}"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {
+            LABEL_MANAGED_BY: MANAGED_BY,
+            LABEL_WORKLOAD: str(self.id),
+            LABEL_TEAM: self.team_slug,
+            LABEL_KIND: self.kind,
+        }
+
+
+def _pod_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 100,
+        "fsGroup": 100,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _container_security(read_only_root: bool) -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": read_only_root,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _resources(spec: WorkloadSpec) -> dict[str, Any]:
+    amounts = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi", **spec.gpu_limits}
+    # Extended resources need requests equal to limits; CPU and memory are Guaranteed too.
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [{"name": k, "value": str(v)} for k, v in sorted(values.items())]
+
+
+def _affinity(spec: WorkloadSpec, nodes: Sequence[str]) -> dict[str, Any]:
+    terms: list[dict[str, Any]] = [
+        {"key": "nvidia.com/gpu.product", "operator": "In", "values": [spec.gpu_product]}
+    ]
+    affinity: dict[str, Any] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": terms,
+                        **(
+                            {
+                                "matchFields": [
+                                    {
+                                        "key": "metadata.name",
+                                        "operator": "In",
+                                        "values": sorted(set(nodes)),
+                                    }
+                                ]
+                            }
+                            if nodes
+                            else {}
+                        ),
+                    }
+                ]
+            }
+        }
+    }
+    if spec.replicas > 1 and spec.kind == wl.KIND_TRAINING:
+        # One replica per node, as the scheduler placed them.
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {LABEL_WORKLOAD: str(spec.id)}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    return affinity
+
+
+def _pod_annotations(spec: WorkloadSpec, placements: Sequence[ReplicaPlacement]) -> dict[str, str]:
+    annotations = dict(spec.pod_annotations)
+    uuids = [u for p in placements for u in p.gpu_uuids]
+    if spec.sharing_mode == catalog_core.SHARING_HAMI and uuids:
+        annotations[ANNOTATION_HAMI_UUID] = ",".join(uuids)
+    return annotations
+
+
+def _pod_spec(
+    spec: WorkloadSpec,
+    container: dict[str, Any],
+    placements: Sequence[ReplicaPlacement],
+    *,
+    restart_policy: str,
+    volumes: list[dict[str, Any]] | None = None,
+    subdomain: str | None = None,
+) -> dict[str, Any]:
+    volumes = list(volumes or [])
+    if spec.read_only_root:
+        volumes.append({"name": "tmp", "emptyDir": {}})
+        tmp_mount = {"name": "tmp", "mountPath": "/tmp"}  # noqa: S108 - a private emptyDir
+        container.setdefault("volumeMounts", []).append(tmp_mount)
+    pod: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "priorityClassName": priority_class_name(spec.priority_class),
+        "terminationGracePeriodSeconds": GRACE_SECONDS[spec.priority_class],
+        "restartPolicy": restart_policy,
+        "securityContext": _pod_security(),
+        "affinity": _affinity(spec, [p.node for p in placements]),
+        "containers": [container],
+    }
+    if volumes:
+        pod["volumes"] = volumes
+    if subdomain:
+        pod["subdomain"] = subdomain
+    return pod
+
+
+def _container(spec: WorkloadSpec, name: str, env: Mapping[str, str]) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": name,
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "resources": _resources(spec),
+        "securityContext": _container_security(spec.read_only_root),
+        "env": _env(env),
+    }
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    return container
+
+
+def _job(
+    spec: WorkloadSpec,
+    name: str,
+    labels: dict[str, str],
+    pod_spec: dict[str, Any],
+    annotations: dict[str, str],
+    *,
+    completions: int = 1,
+    indexed: bool = False,
+) -> Manifest:
+    job_spec: dict[str, Any] = {
+        "backoffLimit": spec.retries,
+        "completions": completions,
+        "parallelism": completions,
+        # A preempted or evicted pod is the platform's doing, not the job's failure.
+        "podFailurePolicy": {
+            "rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            ]
+        },
+        "template": {
+            "metadata": {"labels": labels, **({"annotations": annotations} if annotations else {})},
+            "spec": pod_spec,
+        },
+    }
+    if indexed:
+        job_spec["completionMode"] = "Indexed"
+    if spec.max_runtime_seconds:
+        job_spec["activeDeadlineSeconds"] = spec.max_runtime_seconds
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": job_spec,
+    }
+
+
+def training_manifests(spec: WorkloadSpec) -> list[Manifest]:
+    """A batch/v1 Job; several replicas become an Indexed Job with a headless Service and
+    torchrun-style rendezvous environment."""
+    name = spec.base_name
+    labels = spec.labels
+    annotations = _pod_annotations(spec, spec.placement)
+    env = dict(spec.env)
+    if spec.replicas == 1:
+        pod = _pod_spec(spec, _container(spec, "main", env), spec.placement, restart_policy="Never")
+        return [_job(spec, name, labels, pod, annotations)]
+    env.update(
+        {
+            "MASTER_ADDR": f"{name}-0.{name}",
+            "MASTER_PORT": str(RENDEZVOUS_PORT),
+            "NNODES": str(spec.replicas),
+            "NPROC_PER_NODE": str(spec.gpus_per_replica),
+            "WORLD_SIZE": str(spec.replicas * spec.gpus_per_replica),
+        }
+    )
+    container = _container(spec, "main", env)
+    container["env"].append(
+        {
+            "name": "NODE_RANK",
+            "valueFrom": {
+                "fieldRef": {
+                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                }
+            },
+        }
+    )
+    container["ports"] = [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}]
+    pod = _pod_spec(spec, container, spec.placement, restart_policy="Never", subdomain=name)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {LABEL_WORKLOAD: str(spec.id)},
+            "ports": [{"name": "rendezvous", "port": RENDEZVOUS_PORT}],
+        },
+    }
+    peers = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{name}-peers", "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "podSelector": {"matchLabels": {LABEL_WORKLOAD: str(spec.id)}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [
+                {"from": [{"podSelector": {"matchLabels": {LABEL_WORKLOAD: str(spec.id)}}}]}
+            ],
+            "egress": [{"to": [{"podSelector": {"matchLabels": {LABEL_WORKLOAD: str(spec.id)}}}]}],
+        },
+    }
+    job = _job(spec, name, labels, pod, annotations, completions=spec.replicas, indexed=True)
+    return [service, peers, job]
+
+
+def sweep_points(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
+    """The cartesian product of a parameter grid, in a stable order."""
+    keys = sorted(grid)
+    return [
+        dict(zip(keys, (str(v) for v in values), strict=True))
+        for values in itertools.product(*(list(grid[k]) for k in keys))
+    ]
+
+
+def _env_key(param: str) -> str:
+    return "SWEEP_" + "".join(c if c.isalnum() else "_" for c in param.upper())
+
+
+def sweep_manifests(spec: WorkloadSpec) -> list[Manifest]:
+    """One batch-class Job per point of the grid; each point sees its values as SWEEP_<NAME>."""
+    manifests = []
+    for index, point in enumerate(sweep_points(spec.sweep_grid)):
+        placement = spec.placement[index : index + 1]
+        labels = {**spec.labels, LABEL_SWEEP_POINT: str(index)}
+        env = {**spec.env, "SWEEP_INDEX": str(index), **{_env_key(k): v for k, v in point.items()}}
+        point_spec = _with(spec, replicas=1)
+        pod = _pod_spec(
+            point_spec, _container(point_spec, "main", env), placement, restart_policy="Never"
+        )
+        manifests.append(
+            _job(
+                point_spec,
+                f"{spec.base_name}-{index}",
+                labels,
+                pod,
+                _pod_annotations(spec, placement),
+            )
+        )
+    return manifests
+
+
+def _with(spec: WorkloadSpec, **changes: Any) -> WorkloadSpec:
+    from dataclasses import replace
+
+    return replace(spec, **changes)
+
+
+def notebook_manifests(spec: WorkloadSpec) -> list[Manifest]:
+    """JupyterLab as a StatefulSet of one, the user's home volume, a Service and an Ingress.
+
+    The Jupyter token lives in a Secret created by the service (never in the image, the
+    manifest or the logs); the pod reads it from the environment.
+    """
+    name = spec.base_name
+    labels = spec.labels
+    base_url = spec.notebook_base_url or f"/notebooks/{spec.namespace}/{spec.id}/"
+    container = _container(spec, "notebook", spec.env)
+    container["env"].append(
+        {
+            "name": "JUPYTER_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": spec.notebook_token_secret, "key": "token"}},
+        }
+    )
+    if not spec.command:
+        container["command"] = ["start-notebook.py"]
+        container["args"] = [
+            f"--ServerApp.base_url={base_url}",
+            "--ServerApp.ip=0.0.0.0",
+            f"--ServerApp.port={NOTEBOOK_PORT}",
+        ]
+    container["ports"] = [{"name": "http", "containerPort": NOTEBOOK_PORT}]
+    container["volumeMounts"] = [{"name": "home", "mountPath": "/home/jovyan/work"}]
+    container["readinessProbe"] = {
+        "httpGet": {"path": f"{base_url}api", "port": NOTEBOOK_PORT},
+        "periodSeconds": 5,
+    }
+    pod = _pod_spec(
+        spec,
+        container,
+        spec.placement,
+        restart_policy="Always",
+        volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": spec.home_claim}}],
+    )
+    annotations = _pod_annotations(spec, spec.placement)
+    statefulset = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": {LABEL_WORKLOAD: str(spec.id)}},
+            "template": {
+                "metadata": {
+                    "labels": labels,
+                    **({"annotations": annotations} if annotations else {}),
+                },
+                "spec": pod,
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "selector": {LABEL_WORKLOAD: str(spec.id)},
+            "ports": [{"name": "http", "port": 80, "targetPort": NOTEBOOK_PORT}],
+        },
+    }
+    rule: dict[str, Any] = {
+        "http": {
+            "paths": [
+                {
+                    "path": base_url,
+                    "pathType": "Prefix",
+                    "backend": {"service": {"name": name, "port": {"number": 80}}},
+                }
+            ]
+        }
+    }
+    if spec.notebook_host:
+        rule["host"] = spec.notebook_host
+    ingress = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {"rules": [rule]},
+    }
+    return [statefulset, service, ingress]
+
+
+def home_claim_manifest(
+    *, namespace: str, claim: str, owner: str, team_slug: str, size: str
+) -> Manifest:
+    """The user's home volume in the team namespace. Not labelled with a workload: it outlives
+    every notebook (suspend, resume, a new notebook next week)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": claim,
+            "namespace": namespace,
+            "labels": {
+                LABEL_MANAGED_BY: MANAGED_BY,
+                LABEL_TEAM: team_slug,
+                "gpupaas.io/owner": owner,
+            },
+        },
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
+    }
+
+
+def notebook_token_secret(*, spec: WorkloadSpec, token: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": spec.notebook_token_secret,
+            "namespace": spec.namespace,
+            "labels": spec.labels,
+        },
+        "type": "Opaque",
+        "stringData": {"token": token},
+    }
+
+
+def workload_manifests(spec: WorkloadSpec) -> list[Manifest]:
+    """The objects of a workload (without the notebook's Secret and home volume)."""
+    if spec.kind == wl.KIND_NOTEBOOK:
+        return notebook_manifests(spec)
+    if spec.kind == wl.KIND_SWEEP:
+        return sweep_manifests(spec)
+    if spec.kind == wl.KIND_TRAINING:
+        return training_manifests(spec)
+    raise ValueError(f"No manifests for workloads of kind {spec.kind!r} yet.")

@@ -1,0 +1,361 @@
+"""Manifest builders against literal expected objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.orchestration import manifests as m
+from apps.orchestration.resources import GpuClassSpec
+from tests.orchestration.test_resources import A100_HAMI, A100_MIG, H100, L40S
+
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "runAsGroup": 100,
+    "fsGroup": 100,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": False,
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+LABELS = {
+    "app.kubernetes.io/managed-by": "gpupaas",
+    "gpupaas.io/workload-id": "42",
+    "gpupaas.io/team": "vision",
+    "gpupaas.io/kind": "training",
+}
+
+
+def spec(**kw: Any) -> m.WorkloadSpec:
+    values: dict[str, Any] = {
+        "id": 42,
+        "name": "resnet",
+        "kind": "training",
+        "team_slug": "vision",
+        "namespace": "team-vision",
+        "owner": "alice",
+        "image": "nvcr.io/nvidia/pytorch:24.12-py3",
+        "gpu_limits": {"nvidia.com/gpu": "2"},
+        "gpu_product": "NVIDIA-H100-80GB-HBM3",
+        "sharing_mode": "whole",
+        "priority_class": "training",
+        "gpus_per_replica": 2,
+        "cpu_milli": 8000,
+        "memory_mib": 65536,
+        "command": ("torchrun",),
+        "args": ("train.py",),
+        "env": {"EPOCHS": "3"},
+        "max_runtime_seconds": 3600,
+        "retries": 2,
+        "placement": (m.ReplicaPlacement("h100-0"),),
+    }
+    values.update(kw)
+    return m.WorkloadSpec(**values)
+
+
+def test_single_replica_training_job() -> None:
+    assert m.training_manifests(spec()) == [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "wl-42", "namespace": "team-vision", "labels": LABELS},
+            "spec": {
+                "backoffLimit": 2,
+                "completions": 1,
+                "parallelism": 1,
+                "podFailurePolicy": {
+                    "rules": [
+                        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+                    ]
+                },
+                "activeDeadlineSeconds": 3600,
+                "template": {
+                    "metadata": {"labels": LABELS},
+                    "spec": {
+                        "serviceAccountName": "gpupaas-workload",
+                        "automountServiceAccountToken": False,
+                        "enableServiceLinks": False,
+                        "priorityClassName": "gpupaas-training",
+                        "terminationGracePeriodSeconds": 120,
+                        "restartPolicy": "Never",
+                        "securityContext": POD_SECURITY,
+                        "affinity": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": {
+                                    "nodeSelectorTerms": [
+                                        {
+                                            "matchExpressions": [
+                                                {
+                                                    "key": "nvidia.com/gpu.product",
+                                                    "operator": "In",
+                                                    "values": ["NVIDIA-H100-80GB-HBM3"],
+                                                }
+                                            ],
+                                            "matchFields": [
+                                                {
+                                                    "key": "metadata.name",
+                                                    "operator": "In",
+                                                    "values": ["h100-0"],
+                                                }
+                                            ],
+                                        }
+                                    ]
+                                }
+                            }
+                        },
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "nvcr.io/nvidia/pytorch:24.12-py3",
+                                "imagePullPolicy": "IfNotPresent",
+                                "resources": {
+                                    "requests": {
+                                        "cpu": "8000m",
+                                        "memory": "65536Mi",
+                                        "nvidia.com/gpu": "2",
+                                    },
+                                    "limits": {
+                                        "cpu": "8000m",
+                                        "memory": "65536Mi",
+                                        "nvidia.com/gpu": "2",
+                                    },
+                                },
+                                "securityContext": CONTAINER_SECURITY,
+                                "env": [{"name": "EPOCHS", "value": "3"}],
+                                "command": ["torchrun"],
+                                "args": ["train.py"],
+                            }
+                        ],
+                    },
+                },
+            },
+        }
+    ]
+
+
+def test_multi_node_job_is_indexed_with_headless_service_and_rendezvous_env() -> None:
+    objs = m.training_manifests(
+        spec(replicas=3, placement=tuple(m.ReplicaPlacement(f"h100-{i}") for i in range(3)))
+    )
+    service, peers, job = objs
+    assert service == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "wl-42", "namespace": "team-vision", "labels": LABELS},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"gpupaas.io/workload-id": "42"},
+            "ports": [{"name": "rendezvous", "port": 29500}],
+        },
+    }
+    assert peers["kind"] == "NetworkPolicy"
+    assert peers["spec"]["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": {"gpupaas.io/workload-id": "42"}}}]}
+    ]
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (3, 3)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["subdomain"] == "wl-42"
+    assert pod["containers"][0]["env"] == [
+        {"name": "EPOCHS", "value": "3"},
+        {"name": "MASTER_ADDR", "value": "wl-42-0.wl-42"},
+        {"name": "MASTER_PORT", "value": "29500"},
+        {"name": "NNODES", "value": "3"},
+        {"name": "NPROC_PER_NODE", "value": "2"},
+        {"name": "WORLD_SIZE", "value": "6"},
+        {
+            "name": "NODE_RANK",
+            "valueFrom": {
+                "fieldRef": {
+                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                }
+            },
+        },
+    ]
+    affinity = pod["affinity"]
+    assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ][0]["matchFields"] == [
+        {"key": "metadata.name", "operator": "In", "values": ["h100-0", "h100-1", "h100-2"]}
+    ]
+    assert affinity["podAntiAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {"gpupaas.io/workload-id": "42"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+
+
+def test_sweep_is_one_batch_job_per_grid_point() -> None:
+    jobs = m.sweep_manifests(
+        spec(
+            kind="sweep",
+            priority_class="batch",
+            replicas=4,
+            sweep_grid={"lr": ["0.1", "0.01"], "batch-size": ["32", "64"]},
+            placement=tuple(m.ReplicaPlacement(f"n{i}") for i in range(4)),
+        )
+    )
+    assert [j["metadata"]["name"] for j in jobs] == ["wl-42-0", "wl-42-1", "wl-42-2", "wl-42-3"]
+    envs = [
+        {e["name"]: e["value"] for e in j["spec"]["template"]["spec"]["containers"][0]["env"]}
+        for j in jobs
+    ]
+    assert [(e["SWEEP_BATCH_SIZE"], e["SWEEP_LR"], e["SWEEP_INDEX"]) for e in envs] == [
+        ("32", "0.1", "0"),
+        ("32", "0.01", "1"),
+        ("64", "0.1", "2"),
+        ("64", "0.01", "3"),
+    ]
+    pods = [j["spec"]["template"]["spec"] for j in jobs]
+    assert {p["priorityClassName"] for p in pods} == {"gpupaas-batch"}
+    assert [
+        p["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ][0]["matchFields"][0]["values"]
+        for p in pods
+    ] == [["n0"], ["n1"], ["n2"], ["n3"]]
+    assert jobs[2]["metadata"]["labels"]["gpupaas.io/sweep-point"] == "2"
+
+
+def test_notebook_has_statefulset_service_ingress_and_token_from_secret() -> None:
+    nb = spec(
+        kind="notebook",
+        priority_class="development",
+        command=(),
+        args=(),
+        env={},
+        read_only_root=True,
+        notebook_token_secret="wl-42-token",
+        home_claim="home-alice",
+        notebook_host="gpu.example.com",
+    )
+    statefulset, service, ingress = m.notebook_manifests(nb)
+    container = statefulset["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["start-notebook.py"]
+    assert container["args"] == [
+        "--ServerApp.base_url=/notebooks/team-vision/42/",
+        "--ServerApp.ip=0.0.0.0",
+        "--ServerApp.port=8888",
+    ]
+    assert container["env"] == [
+        {
+            "name": "JUPYTER_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "wl-42-token", "key": "token"}},
+        }
+    ]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["volumeMounts"] == [
+        {"name": "home", "mountPath": "/home/jovyan/work"},
+        {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108
+    ]
+    pod = statefulset["spec"]["template"]["spec"]
+    assert pod["volumes"] == [
+        {"name": "home", "persistentVolumeClaim": {"claimName": "home-alice"}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["restartPolicy"] == "Always"
+    assert statefulset["spec"]["replicas"] == 1
+    assert service["spec"] == {
+        "selector": {"gpupaas.io/workload-id": "42"},
+        "ports": [{"name": "http", "port": 80, "targetPort": 8888}],
+    }
+    assert ingress["spec"] == {
+        "rules": [
+            {
+                "host": "gpu.example.com",
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/notebooks/team-vision/42/",
+                            "pathType": "Prefix",
+                            "backend": {"service": {"name": "wl-42", "port": {"number": 80}}},
+                        }
+                    ]
+                },
+            }
+        ]
+    }
+    secret = m.notebook_token_secret(spec=nb, token="t0k")
+    assert secret["stringData"] == {"token": "t0k"}
+    assert "t0k" not in str(m.notebook_manifests(nb))
+
+
+def test_hami_placement_pins_gpu_uuids() -> None:
+    job = m.training_manifests(
+        spec(
+            sharing_mode="hami",
+            gpu_limits={
+                "nvidia.com/gpu": "1",
+                "nvidia.com/gpumem": "20480",
+                "nvidia.com/gpucores": "25",
+            },
+            placement=(m.ReplicaPlacement("hami-0", ("GPU-aaa",)),),
+        )
+    )[0]
+    assert job["spec"]["template"]["metadata"]["annotations"] == {
+        "nvidia.com/use-gpuuuid": "GPU-aaa"
+    }
+
+
+def test_priority_classes_express_the_design_table() -> None:
+    classes = {p["metadata"]["name"]: p for p in m.priority_class_manifests()}
+    assert {n: (p["value"], p["preemptionPolicy"]) for n, p in classes.items()} == {
+        "gpupaas-production": (1_000_000, "PreemptLowerPriority"),
+        "gpupaas-training": (100_000, "PreemptLowerPriority"),
+        "gpupaas-development": (10_000, "PreemptLowerPriority"),
+        "gpupaas-batch": (1_000, "Never"),
+    }
+    assert all(p["globalDefault"] is False for p in classes.values())
+
+
+def test_quota_hard_per_gpu_resource() -> None:
+    hard = m.quota_hard(
+        [
+            m.TeamQuotaSpec(H100, 16000),
+            m.TeamQuotaSpec(L40S, 2000),
+            m.TeamQuotaSpec(
+                GpuClassSpec("A100-MIG", "mig", 81920, "x", mig_profiles=("1g.10gb", "3g.40gb")),
+                4000,
+            ),
+            m.TeamQuotaSpec(A100_HAMI, 2000),
+        ]
+    )
+    assert hard == {
+        "requests.nvidia.com/gpu": "36",  # 16 whole H100 + 2 GPUs × 10 HAMi vGPUs
+        "requests.nvidia.com/gpu.shared": "8",
+        "requests.nvidia.com/gpumem": "163840",
+        "requests.nvidia.com/mig-1g.10gb": "32",
+        "requests.nvidia.com/mig-3g.40gb": "8",
+    }
+    assert A100_MIG.sharing_mode == "mig"
+
+
+def test_team_namespace_is_restricted_with_default_deny() -> None:
+    objs = m.team_manifests(
+        m.TeamSpec(slug="vision", namespace="team-vision", quotas=(m.TeamQuotaSpec(H100, 8000),))
+    )
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
+    assert kinds == [
+        ("Namespace", "team-vision"),
+        ("ServiceAccount", "gpupaas-workload"),
+        ("ResourceQuota", "gpupaas-quota"),
+        ("LimitRange", "gpupaas-defaults"),
+        ("NetworkPolicy", "default-deny"),
+        ("NetworkPolicy", "allow-dns"),
+        ("NetworkPolicy", "allow-notebook-ingress"),
+    ]
+    namespace, account, quota, _, deny, _, notebook_in = objs
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert account["automountServiceAccountToken"] is False
+    assert quota["spec"] == {"hard": {"requests.nvidia.com/gpu": "8"}}
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    assert notebook_in["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 8888}]
