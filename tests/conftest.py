@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.plugins.cast",
     "tests.plugins.redis_server",
     "tests.plugins.oidc",
+    "tests.plugins.kubesim",
 ]

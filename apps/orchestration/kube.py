@@ -1,0 +1,253 @@
+"""The one adapter that talks to a Kubernetes API.
+
+Rules (CONVENTIONS.md): 409 on create means "already there" only when the existing object
+carries our labels — a foreign object is never adopted, patched or deleted; 404 on delete
+means "already gone"; conflicts re-read and retry; 5xx, 429 and network errors back off and
+retry; every retry goes through :func:`with_backoff`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import (
+    ApiException as DynamicApiException,
+)
+from kubernetes.dynamic.exceptions import (
+    ConflictError,
+    NotFoundError,
+    ResourceNotFoundError,
+)
+
+from apps.orchestration.manifests import LABEL_MANAGED_BY, LABEL_WORKLOAD, MANAGED_BY, Manifest
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (
+    urllib3.exceptions.HTTPError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+class ClusterUnreachable(RuntimeError):
+    """The API server did not answer (network error or 5xx) after every retry."""
+
+
+class ForeignObjectError(RuntimeError):
+    """An object with our name exists but is not ours: we leave it alone and say so."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    attempts: int = 5
+    base_seconds: float = 0.2
+    max_seconds: float = 5.0
+
+
+DEFAULT_BACKOFF = Backoff()
+
+
+def _status(exc: BaseException) -> int | None:
+    if isinstance(exc, ApiException | DynamicApiException):
+        return int(exc.status) if exc.status is not None else None
+    return None
+
+
+def with_backoff(fn: Callable[[], T], *, what: str, backoff: Backoff = DEFAULT_BACKOFF) -> T:
+    """Call ``fn``; retry 5xx, 429 and network errors with jittered exponential backoff."""
+    for attempt in range(1, backoff.attempts + 1):
+        try:
+            return fn()
+        except NETWORK_ERRORS as exc:
+            error: BaseException = exc
+        except (ApiException, DynamicApiException) as exc:
+            if _status(exc) not in RETRY_STATUSES:
+                raise
+            error = exc
+        if attempt == backoff.attempts:
+            raise ClusterUnreachable(f"{what}: {type(error).__name__}: {error}") from error
+        delay = min(backoff.max_seconds, backoff.base_seconds * 2 ** (attempt - 1))
+        time.sleep(delay * (0.5 + random.random() / 2))  # noqa: S311 - jitter, not security
+    raise AssertionError("unreachable")
+
+
+def is_ours(obj: Mapping[str, Any], workload_id: int | None = None) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
+        return False
+    return workload_id is None or labels.get(LABEL_WORKLOAD) == str(workload_id)
+
+
+def is_subset(desired: Any, current: Any) -> bool:
+    """Whether everything ``desired`` says is already true of ``current`` (defaults aside)."""
+    if isinstance(desired, Mapping):
+        return isinstance(current, Mapping) and all(
+            k in current and is_subset(v, current[k]) for k, v in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(current, list)
+            and len(desired) == len(current)
+            and all(is_subset(d, c) for d, c in zip(desired, current, strict=True))
+        )
+    return bool(desired == current or str(desired) == str(current))
+
+
+@dataclass(frozen=True)
+class Applied:
+    kind: str
+    namespace: str
+    name: str
+    created: bool
+    patched: bool
+
+    def ref(self) -> dict[str, str]:
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name}
+
+
+# Kinds whose spec cannot change after creation: an existing one is left as it is.
+IMMUTABLE_KINDS = frozenset({"Job", "PersistentVolumeClaim", "Secret"})
+
+
+class Kube:
+    """A cluster's API, through the dynamic client (one discovery per process and cluster)."""
+
+    def __init__(self, api_client: k8s.ApiClient, *, backoff: Backoff = DEFAULT_BACKOFF) -> None:
+        self.api_client = api_client
+        self.backoff = backoff
+        self._dynamic: DynamicClient | None = None
+
+    @property
+    def dynamic(self) -> DynamicClient:
+        if self._dynamic is None:
+            self._dynamic = with_backoff(
+                lambda: DynamicClient(self.api_client), what="API discovery", backoff=self.backoff
+            )
+        return self._dynamic
+
+    def resource(self, api_version: str, kind: str) -> Any:
+        return self.dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def _call(self, fn: Callable[[], T], what: str) -> T:
+        return with_backoff(fn, what=what, backoff=self.backoff)
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None
+    ) -> dict[str, Any] | None:
+        res = self.resource(api_version, kind)
+        try:
+            obj = self._call(lambda: res.get(name=name, namespace=namespace), f"get {kind} {name}")
+        except NotFoundError:
+            return None
+        return dict(obj.to_dict())
+
+    def apply(self, manifest: Manifest, *, workload_id: int | None = None) -> Applied:
+        """Create the object if absent; patch it if it is ours and differs; never touch others'."""
+        api_version, kind = manifest["apiVersion"], manifest["kind"]
+        meta = manifest["metadata"]
+        name, namespace = meta["name"], meta.get("namespace")
+        res = self.resource(api_version, kind)
+        what = f"{kind} {namespace + '/' if namespace else ''}{name}"
+        for _ in range(5):
+            try:
+                self._call(lambda: res.create(body=manifest, namespace=namespace), f"create {what}")
+                return Applied(kind, namespace or "", name, created=True, patched=False)
+            except ConflictError:
+                pass
+            current = self.get(api_version, kind, name, namespace)
+            if current is None:
+                continue  # deleted between our create and our read: create again
+            if not is_ours(current, workload_id):
+                raise ForeignObjectError(
+                    f"{what} exists and is not managed by gpupaas for this workload; left alone."
+                )
+            if kind in IMMUTABLE_KINDS or is_subset(manifest, current):
+                return Applied(kind, namespace or "", name, created=False, patched=False)
+            body = {k: v for k, v in manifest.items() if k not in {"status"}}
+            body["metadata"] = {
+                **meta,
+                "resourceVersion": current["metadata"]["resourceVersion"],
+            }
+            try:
+                self._call(
+                    lambda body=body: res.patch(  # type: ignore[misc]
+                        body=body,
+                        name=name,
+                        namespace=namespace,
+                        content_type="application/merge-patch+json",
+                    ),
+                    f"patch {what}",
+                )
+                return Applied(kind, namespace or "", name, created=False, patched=True)
+            except ConflictError:
+                continue  # someone changed it meanwhile: re-read and try again
+        raise ClusterUnreachable(f"{what} kept changing under us; will retry on the next pass.")
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        *,
+        workload_id: int | None = None,
+    ) -> bool:
+        """Delete our object with background propagation. False if it was already gone."""
+        current = self.get(api_version, kind, name, namespace)
+        if current is None:
+            return False
+        if not is_ours(current, workload_id):
+            raise ForeignObjectError(f"{kind} {namespace}/{name} is not ours; not deleting it.")
+        res = self.resource(api_version, kind)
+        try:
+            self._call(
+                lambda: res.delete(
+                    name=name,
+                    namespace=namespace,
+                    body={
+                        "propagationPolicy": "Background",
+                        "preconditions": {"uid": current["metadata"]["uid"]},
+                    },
+                ),
+                f"delete {kind} {name}",
+            )
+        except NotFoundError:
+            return False
+        except ConflictError:
+            return False  # a new object took the name (UID precondition): not the one we meant
+        return True
+
+    def list_owned(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str = f"{LABEL_MANAGED_BY}={MANAGED_BY}",
+    ) -> list[dict[str, Any]]:
+        res = self.resource(api_version, kind)
+        try:
+            result = self._call(
+                lambda: res.get(namespace=namespace, label_selector=label_selector),
+                f"list {kind}",
+            )
+        except ResourceNotFoundError:
+            return []
+        return [dict(item.to_dict()) for item in result.items]
+
+    def apply_all(
+        self, manifests: Iterable[Manifest], *, workload_id: int | None = None
+    ) -> list[Applied]:
+        return [self.apply(m, workload_id=workload_id) for m in manifests]
