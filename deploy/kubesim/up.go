@@ -65,6 +65,16 @@ type supervisor struct {
 	stopTimeout time.Duration
 	sig         chan os.Signal
 	logLevel    int
+	watchPID    int
+}
+
+// parentGone reports whether the process given with --watch-pid has exited.
+func (s *supervisor) parentGone() bool {
+	if s.watchPID <= 0 {
+		return false
+	}
+	err := syscall.Kill(s.watchPID, 0)
+	return errors.Is(err, syscall.ESRCH)
 }
 
 var errInterrupted = errors.New("interrupted by signal")
@@ -86,6 +96,7 @@ func runUp(args []string) int {
 	readyTimeout := fs.Duration("ready-timeout", 5*time.Minute, "give up when the cluster is not READY by then")
 	stopTimeout := fs.Duration("stop-timeout", 10*time.Second, "per component: SIGTERM, then SIGKILL after this")
 	verbosity := fs.Int("v", 1, "klog verbosity of the components")
+	watchPID := fs.Int("watch-pid", 0, "stop the cluster when this process (e.g. the test runner) is gone")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -120,7 +131,7 @@ func runUp(args []string) int {
 	log.SetPrefix("kubesim up: ")
 
 	s := &supervisor{dataDir: dir, logDir: logDir, stopTimeout: *stopTimeout, logLevel: *verbosity,
-		sig: make(chan os.Signal, 2)}
+		sig: make(chan os.Signal, 2), watchPID: *watchPID}
 	signal.Notify(s.sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	start := time.Now()
 	rf, err := s.bringUp(topo, topoAbs, ports, start.Add(*readyTimeout))
@@ -144,12 +155,25 @@ func runUp(args []string) int {
 	log.Printf("READY in %.1fs: kubeconfig %s, apiserver %s", rf.ReadySeconds, rf.Kubeconfig, rf.Server)
 
 	code := 0
-	select {
-	case sg := <-s.sig:
-		log.Printf("received %v, stopping", sg)
-	case c := <-s.anyExit():
-		log.Printf("component %s exited unexpectedly (%v); last log lines:\n%s", c.name, c.err, tail(c.log, 40))
-		code = 1
+	exits := s.anyExit()
+	watch := time.NewTicker(time.Second)
+	defer watch.Stop()
+wait:
+	for {
+		select {
+		case sg := <-s.sig:
+			log.Printf("received %v, stopping", sg)
+			break wait
+		case c := <-exits:
+			log.Printf("component %s exited unexpectedly (%v); last log lines:\n%s", c.name, c.err, tail(c.log, 40))
+			code = 1
+			break wait
+		case <-watch.C:
+			if s.parentGone() {
+				log.Printf("watched process %d is gone, stopping", s.watchPID)
+				break wait
+			}
+		}
 	}
 	_ = os.Remove(filepath.Join(dir, "READY"))
 	s.stopAll()
@@ -186,6 +210,13 @@ func (s *supervisor) bringUp(topo *Topology, topoPath string, ports Ports, deadl
 			"--tls-cert-file=" + pk.AdminCert,
 			"--tls-private-key-file=" + pk.AdminKey,
 			"--client-ca-file=" + pk.CACert,
+			"--requestheader-client-ca-file=" + pk.CACert,
+			"--requestheader-allowed-names=kubesim-admin",
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file=" + pk.AdminCert,
+			"--proxy-client-key-file=" + pk.AdminKey,
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + pk.SAKey,
 			"--service-account-signing-key-file=" + pk.SAKey,
@@ -380,6 +411,9 @@ func (s *supervisor) check() error {
 	case <-s.sig:
 		return errInterrupted
 	default:
+	}
+	if s.parentGone() {
+		return errInterrupted
 	}
 	for _, c := range s.children {
 		select {

@@ -1,0 +1,124 @@
+"""pytest fixtures for tests that need the simulated Kubernetes cluster (deploy/kubesim).
+
+Fixtures:
+
+* ``kubesim`` (session): a running cluster, one per pytest process (so one per xdist worker,
+  each with its own data dir and free ports). Topology: ``$KUBESIM_TOPOLOGY`` or the default
+  topology (deploy/kubesim/topologies/default.yaml).
+* ``kube_api_client`` (session): a ``kubernetes.client.ApiClient`` for that cluster.
+* ``k8s_namespace`` (function): the name of a fresh namespace whose ``default``
+  ServiceAccount exists; deleted (and waited for) afterwards.
+
+Tests using them must carry ``@pytest.mark.kubesim``; the marker is also added automatically
+so ``-m "not kubesim"`` always deselects them. When the Go toolchain is missing (and no
+binary is cached) the fixture fails; with ``KUBESIM_SKIP=1`` it skips instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpupaas.devtools import kubesim as ks
+
+FIXTURES = frozenset({"kubesim", "kube_api_client", "k8s_namespace"})
+NAMESPACE_TIMEOUT = 90.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixturenames = getattr(item, "fixturenames", ())
+        if FIXTURES.intersection(fixturenames) and item.get_closest_marker("kubesim") is None:
+            item.add_marker(pytest.mark.kubesim)
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("KUBESIM_SKIP") == "1":
+        pytest.skip(f"kubesim unavailable (KUBESIM_SKIP=1): {reason}")
+    pytest.fail(
+        f"kubesim unavailable: {reason}\n(set KUBESIM_SKIP=1 to skip kubesim tests instead)",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def kubesim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ks.Kubesim]:
+    """A running kubesim cluster for this pytest process."""
+    try:
+        ks.ensure_binary()
+    except ks.ToolchainMissingError as exc:
+        _unavailable(str(exc))
+    topology_env = os.environ.get("KUBESIM_TOPOLOGY")
+    topology = Path(topology_env) if topology_env else None
+    data_dir = tmp_path_factory.mktemp("kubesim")
+    timeout = float(os.environ.get("KUBESIM_START_TIMEOUT", ks.DEFAULT_START_TIMEOUT))
+    cluster = ks.start(data_dir, topology=topology, timeout=timeout)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_api_client(kubesim: ks.Kubesim) -> Iterator[object]:
+    """``kubernetes.client.ApiClient`` configured from the cluster's admin kubeconfig."""
+    from kubernetes import config
+
+    client = config.new_client_from_config(config_file=str(kubesim.kubeconfig))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _unique_namespace(nodeid: str) -> str:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    base = re.sub(r"[^a-z0-9]+", "-", nodeid.rsplit("::", 1)[-1].lower()).strip("-")[:30]
+    return f"t-{worker}-{base}-{uuid.uuid4().hex[:8]}".replace("--", "-")[:63].rstrip("-")
+
+
+@pytest.fixture
+def k8s_namespace(kube_api_client: object, request: pytest.FixtureRequest) -> Iterator[str]:
+    """Name of a fresh namespace with its ``default`` ServiceAccount; deleted afterwards."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(kube_api_client)  # type: ignore[arg-type]
+    name = _unique_namespace(request.node.nodeid)
+    core.create_namespace(
+        client.V1Namespace(
+            metadata=client.V1ObjectMeta(name=name, labels={"kubesim.io/test": "true"})
+        )
+    )
+    deadline = time.monotonic() + NAMESPACE_TIMEOUT
+    while True:
+        try:
+            core.read_namespaced_service_account("default", name)
+            break
+        except ApiException as exc:
+            if exc.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    try:
+        yield name
+    finally:
+        try:
+            core.delete_namespace(name, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        deadline = time.monotonic() + NAMESPACE_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                core.read_namespace(name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    break
+                raise
+            time.sleep(0.5)
