@@ -17,9 +17,16 @@ app.autodiscover_tasks()
 def _schedule(sender: Celery, **_: object) -> None:
     from django.conf import settings
 
-    # Every periodic task of the platform, one line each.
-    sender.add_periodic_task(
-        float(settings.HEARTBEAT_INTERVAL_SECONDS),
-        sender.signature("gpupaas.ops.heartbeat"),
-        name="heartbeat",
-    )
+    # Every periodic task of the platform, one row each: (name, every N seconds, task).
+    schedule = [
+        ("heartbeat", settings.HEARTBEAT_INTERVAL_SECONDS, "gpupaas.ops.heartbeat"),
+        ("reconcile", settings.ORCHESTRATION_RECONCILE_SECONDS, "orchestration.reconcile_all"),
+        (
+            "status sync",
+            settings.ORCHESTRATION_STATUS_SYNC_SECONDS,
+            "orchestration.status_sync_all",
+        ),
+        ("inventory", settings.ORCHESTRATION_INVENTORY_SECONDS, "orchestration.inventory_sync_all"),
+    ]
+    for name, seconds, task in schedule:
+        sender.add_periodic_task(float(seconds), sender.signature(task), name=name)

@@ -190,6 +190,16 @@ AUTHENTICATION_BACKENDS = [
 DEV_LOGIN_ENABLED = False
 DEV_LOGIN_USERS: list[str] = []
 
+# --- Kubernetes (orchestration) -------------------------------------------------------------
+# Clusters are registered in the admin (catalog → clusters). These tune how the workers
+# converge them and what notebooks look like from outside.
+ORCHESTRATION_RECONCILE_SECONDS = env_int("ORCHESTRATION_RECONCILE_SECONDS", 15, minimum=1)
+ORCHESTRATION_STATUS_SYNC_SECONDS = env_int("ORCHESTRATION_STATUS_SYNC_SECONDS", 3, minimum=1)
+ORCHESTRATION_INVENTORY_SECONDS = env_int("ORCHESTRATION_INVENTORY_SECONDS", 60, minimum=5)
+NOTEBOOK_HOST = env_str("NOTEBOOK_HOST", "")
+NOTEBOOK_INGRESS_NAMESPACE = env_str("NOTEBOOK_INGRESS_NAMESPACE", "ingress-nginx")
+NOTEBOOK_HOME_SIZE = env_str("NOTEBOOK_HOME_SIZE", "20Gi")
+
 # --- REST API --------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

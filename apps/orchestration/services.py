@@ -1,0 +1,408 @@
+"""Converge Kubernetes to the database, and the database to what Kubernetes reports.
+
+Idempotent by construction: object names come from the workload id, creating twice is
+harmless (409 on an object with our labels), and names we created are stored on the
+workload, so a worker killed at any line leaves nothing orphaned after the next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from apps.accounts.models import Team
+from apps.catalog.models import Cluster, ClusterNode, GpuClass
+from apps.orchestration import manifests as m
+from apps.orchestration import status as st
+from apps.orchestration.clusters import ClusterConfigError, kube_for
+from apps.orchestration.kube import (
+    Applied,
+    ClusterUnreachable,
+    ForeignObjectError,
+    Kube,
+)
+from apps.orchestration.resources import ResourceMappingError
+from apps.orchestration.selectors import (
+    GONE_STATES,
+    LIVE_STATES,
+    cluster_of,
+    enabled_clusters,
+    team_spec,
+    workload_spec,
+)
+from apps.workloads import core as wl
+from apps.workloads.models import Workload
+from apps.workloads.services import workload_transition
+
+log = logging.getLogger(__name__)
+
+UNREACHABLE_REASON = "cluster unreachable, retrying"
+
+# apiVersion and kind of every object a workload may own, for deletion and orphan sweeps.
+WORKLOAD_KINDS = (
+    ("batch/v1", "Job"),
+    ("apps/v1", "StatefulSet"),
+    ("v1", "Service"),
+    ("networking.k8s.io/v1", "Ingress"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("v1", "Secret"),
+)
+API_VERSIONS = {kind: version for version, kind in WORKLOAD_KINDS}
+
+
+# --- teams --------------------------------------------------------------------------------
+
+
+def team_namespace_ensure(*, team: Team, clusters: Iterable[Cluster] | None = None) -> list[str]:
+    """Namespace, quota, limits, network policies, service account and priority classes for a
+    team on every enabled cluster. Returns the clusters it was applied to."""
+    done = []
+    manifests = [*m.priority_class_manifests(), *m.team_manifests(team_spec(team))]
+    for cluster in clusters if clusters is not None else enabled_clusters():
+        kube_for(cluster).apply_all(manifests)
+        done.append(cluster.name)
+    return done
+
+
+# --- inventory ----------------------------------------------------------------------------
+
+
+def _sharing_mode(labels: Mapping[str, str], allocatable: Mapping[str, Any]) -> str:
+    if any(k.startswith("nvidia.com/mig-") for k in allocatable):
+        return "mig"
+    if "nvidia.com/gpumem" in allocatable:
+        return "hami"
+    if (
+        "nvidia.com/gpu.shared" in allocatable
+        or labels.get("nvidia.com/gpu.sharing-strategy") == "time-slicing"
+    ):
+        return "timeslice"
+    return "whole"
+
+
+def _mig_layout(allocatable: Mapping[str, Any], gpu_count: int) -> list[str]:
+    layout: list[str] = []
+    for resource in sorted(allocatable):
+        if resource.startswith("nvidia.com/mig-") and gpu_count:
+            per_gpu = int(str(allocatable[resource])) // gpu_count
+            layout.extend([resource.removeprefix("nvidia.com/mig-")] * per_gpu)
+    return layout
+
+
+def _quantity_milli(value: Any) -> int:
+    text = str(value or "0")
+    if text.endswith("m"):
+        return int(text[:-1])
+    return int(float(text) * 1000)
+
+
+def _quantity_mib(value: Any) -> int:
+    text = str(value or "0")
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024**2, "Pi": 1024**3}
+    for suffix, factor in units.items():
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * factor)
+    return int(int(text) / (1024 * 1024))
+
+
+def cluster_inventory_sync(*, cluster: Cluster) -> int:
+    """Mirror the cluster's GPU nodes into ClusterNode, and update each class's capacity."""
+    nodes = kube_for(cluster).list_owned("v1", "Node", label_selector="nvidia.com/gpu.present=true")
+    classes = {(c.product_label, c.sharing_mode): c for c in GpuClass.objects.all()}
+    seen = []
+    with transaction.atomic():
+        for node in nodes:
+            meta, status = node["metadata"], node.get("status") or {}
+            labels = meta.get("labels") or {}
+            allocatable = status.get("allocatable") or {}
+            mode = _sharing_mode(labels, allocatable)
+            gpu_count = int(labels.get("nvidia.com/gpu.count") or 0)
+            annotations = meta.get("annotations") or {}
+            uuids = [u for u in str(annotations.get("kubesim.io/gpu-uuids", "")).split(",") if u]
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+            ClusterNode.objects.update_or_create(
+                cluster=cluster,
+                name=meta["name"],
+                defaults={
+                    "gpu_class": classes.get((labels.get("nvidia.com/gpu.product", ""), mode)),
+                    "gpu_count": gpu_count,
+                    "gpu_uuids": uuids,
+                    "mig_layout": _mig_layout(allocatable, gpu_count) if mode == "mig" else [],
+                    "cpu_milli": _quantity_milli(allocatable.get("cpu")),
+                    "memory_mib": _quantity_mib(allocatable.get("memory")),
+                    "labels": labels,
+                    "allocatable": {k: str(v) for k, v in allocatable.items()},
+                    "schedulable": not (node.get("spec") or {}).get("unschedulable", False),
+                    "ready": ready,
+                    "last_seen_at": timezone.now(),
+                },
+            )
+            seen.append(meta["name"])
+        ClusterNode.objects.filter(cluster=cluster).exclude(name__in=seen).delete()
+        for gpu_class in GpuClass.objects.all():
+            total = ClusterNode.objects.filter(
+                gpu_class=gpu_class, cluster__enabled=True
+            ).aggregate(n=Sum("gpu_count"))["n"]
+            if (total or 0) != gpu_class.capacity_gpus:
+                gpu_class.capacity_gpus = total or 0
+                gpu_class.save(update_fields=["capacity_gpus"])
+    return len(seen)
+
+
+# --- workloads: create and delete ---------------------------------------------------------
+
+
+@dataclass
+class ReconcileResult:
+    created: int = 0
+    deleted: int = 0
+    orphans_deleted: int = 0
+    unreachable: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _record_refs(workload: Workload, applied: Iterable[Applied]) -> list[dict[str, str]]:
+    refs = list(workload.k8s_objects or [])
+    for item in applied:
+        ref = item.ref()
+        if ref not in refs:
+            refs.append(ref)
+    return refs
+
+
+def _ensure_objects(kube: Kube, workload: Workload) -> list[Applied]:
+    spec = workload_spec(workload)
+    applied: list[Applied] = []
+    if workload.kind == wl.KIND_NOTEBOOK:
+        applied.append(
+            kube.apply(
+                m.home_claim_manifest(
+                    namespace=spec.namespace,
+                    claim=spec.home_claim,
+                    owner=spec.owner,
+                    team_slug=spec.team_slug,
+                    size=spec.home_size,
+                )
+            )
+        )
+        if kube.get("v1", "Secret", spec.notebook_token_secret, spec.namespace) is None:
+            # The token exists only in the cluster; the portal reads it for the owner on demand.
+            secret = m.notebook_token_secret(spec=spec, token=secrets.token_urlsafe(32))
+            applied.append(kube.apply(secret, workload_id=workload.pk))
+        else:
+            applied.append(
+                Applied("Secret", spec.namespace, spec.notebook_token_secret, False, False)
+            )
+    applied.extend(kube.apply_all(m.workload_manifests(spec), workload_id=workload.pk))
+    # The home volume is not the workload's: it is kept, so it is not recorded for deletion.
+    return [a for a in applied if a.kind != "PersistentVolumeClaim"]
+
+
+def _delete_objects(kube: Kube, workload: Workload) -> int:
+    deleted = 0
+    refs = list(workload.k8s_objects or [])
+    # Also sweep by label, in case a worker died between creating and recording a name.
+    namespace = workload.team.namespace
+    for version, kind in WORKLOAD_KINDS:
+        for obj in kube.list_owned(
+            version, kind, namespace=namespace, label_selector=f"{m.LABEL_WORKLOAD}={workload.pk}"
+        ):
+            ref = {"kind": kind, "namespace": namespace, "name": obj["metadata"]["name"]}
+            if ref not in refs:
+                refs.append(ref)
+    for ref in refs:
+        api_version = API_VERSIONS.get(ref["kind"])
+        if api_version is None:
+            continue
+        try:
+            if kube.delete(
+                api_version, ref["kind"], ref["name"], ref["namespace"], workload_id=workload.pk
+            ):
+                deleted += 1
+        except ForeignObjectError as exc:
+            log.warning("%s", exc)
+    return deleted
+
+
+def workload_reconcile(*, workload_id: int) -> str:
+    """Make the cluster match one workload's state. Safe to run twice or concurrently."""
+    workload = (
+        Workload.objects.select_related("team", "owner", "gpu_class", "image", "cluster")
+        .filter(pk=workload_id)
+        .first()
+    )
+    if workload is None:
+        return "gone"
+    cluster = cluster_of(workload)
+    if cluster is None:
+        return "no cluster"
+    try:
+        kube = kube_for(cluster)
+        if workload.state in LIVE_STATES:
+            try:
+                applied = _ensure_objects(kube, workload)
+            except (ResourceMappingError, ForeignObjectError) as exc:
+                workload_transition(
+                    workload=workload, to_state=wl.FAILED, reason=f"cannot be started: {exc}"
+                )
+                return "failed"
+            with transaction.atomic():
+                refs = _record_refs(workload, applied)
+                changes: dict[str, Any] = {"k8s_objects": refs}
+                if workload.cluster_id is None:
+                    changes["cluster"] = cluster
+                Workload.objects.filter(pk=workload.pk).update(**changes)
+                if workload.last_reason == UNREACHABLE_REASON:
+                    Workload.objects.filter(pk=workload.pk).update(
+                        last_reason="cluster reachable again"
+                    )
+                if workload.state == wl.ADMITTED:
+                    workload_transition(
+                        workload=workload,
+                        to_state=wl.STARTING,
+                        reason="Kubernetes objects created; waiting for the pods.",
+                        expected_from=wl.ADMITTED,
+                    )
+            return "ensured"
+        if workload.state in GONE_STATES or workload.state == wl.PENDING:
+            if not workload.k8s_objects and workload.state == wl.PENDING:
+                return "nothing"
+            _delete_objects(kube, workload)
+            Workload.objects.filter(pk=workload.pk).update(k8s_objects=[])
+            return "deleted"
+    except (ClusterUnreachable, ClusterConfigError) as exc:
+        log.warning("workload %s: %s", workload_id, exc)
+        Workload.objects.filter(pk=workload.pk).update(last_reason=UNREACHABLE_REASON)
+        raise
+    return "nothing"
+
+
+def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
+    """One pass over a cluster: live workloads have objects, others have none, orphans go."""
+    result = ReconcileResult()
+    kube = kube_for(cluster)
+    single = enabled_clusters().count() == 1
+    on_cluster = Workload.objects.filter(cluster=cluster)
+    if single:
+        on_cluster = Workload.objects.filter(cluster__isnull=True) | on_cluster
+    live = on_cluster.filter(state__in=LIVE_STATES).values_list("pk", flat=True)
+    stale = (
+        on_cluster.filter(state__in=GONE_STATES)
+        .exclude(k8s_objects=[])
+        .values_list("pk", flat=True)
+    )
+    for ids, counter in ((live, "created"), (stale, "deleted")):
+        for workload_id in list(ids):
+            try:
+                outcome = workload_reconcile(workload_id=workload_id)
+            except (ClusterUnreachable, ClusterConfigError) as exc:
+                result.unreachable.append(str(exc))
+                return result
+            if outcome in ("ensured", "deleted"):
+                setattr(result, counter, getattr(result, counter) + 1)
+    # Orphans: objects with our label whose workload is not live (or no longer exists).
+    live_ids = {
+        str(pk)
+        for pk in Workload.objects.filter(state__in=LIVE_STATES).values_list("pk", flat=True)
+    }
+    for version, kind in WORKLOAD_KINDS:
+        try:
+            objects = kube.list_owned(version, kind, label_selector=m.LABEL_WORKLOAD)
+        except ClusterUnreachable as exc:
+            result.unreachable.append(str(exc))
+            return result
+        for obj in objects:
+            owner = (obj["metadata"].get("labels") or {}).get(m.LABEL_WORKLOAD)
+            if owner and owner not in live_ids:
+                meta = obj["metadata"]
+                if kube.delete(
+                    version, kind, meta["name"], meta.get("namespace"), workload_id=int(owner)
+                ):
+                    result.orphans_deleted += 1
+    return result
+
+
+# --- status -------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncResult:
+    transitions: int = 0
+    reasons: int = 0
+
+
+def _group_by_workload(objects: Iterable[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    grouped: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for obj in objects:
+        owner = ((obj.get("metadata") or {}).get("labels") or {}).get(m.LABEL_WORKLOAD)
+        if owner and owner.isdigit():
+            grouped[int(owner)].append(obj)
+    return grouped
+
+
+def observe(
+    workload: Workload, jobs: list[dict[str, Any]], pods: list[dict[str, Any]]
+) -> st.Observation:
+    if workload.kind == wl.KIND_NOTEBOOK:
+        return st.observe_notebook(pods=pods)
+    expected = 1
+    if workload.kind == wl.KIND_SWEEP:
+        expected = len(m.sweep_points(workload_spec(workload).sweep_grid)) or 1
+    return st.observe_job_workload(jobs=jobs, pods=pods, expected_jobs=expected)
+
+
+def status_sync_pass(*, cluster: Cluster) -> SyncResult:
+    """Turn pod and Job phases into workload states, with the cluster's reasons and times.
+
+    Two list calls per pass (pods and Jobs with our label), whatever the number of workloads.
+    """
+    result = SyncResult()
+    kube = kube_for(cluster)
+    pods = _group_by_workload(kube.list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD))
+    jobs = _group_by_workload(kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD))
+    single = enabled_clusters().count() == 1
+    candidates = Workload.objects.filter(state__in=(wl.STARTING, wl.RUNNING)).select_related(
+        "team", "owner", "gpu_class", "image"
+    )
+    candidates = candidates.filter(cluster=cluster) | (
+        candidates.filter(cluster__isnull=True) if single else candidates.none()
+    )
+    for workload in candidates:
+        seen = observe(workload, jobs.get(workload.pk, []), pods.get(workload.pk, []))
+        if seen.state and seen.state != workload.state:
+            extra: dict[str, Any] = {}
+            if seen.started_at and workload.started_at is None:
+                extra["started_at"] = seen.started_at
+            if seen.finished_at:
+                extra["finished_at"] = seen.finished_at
+            try:
+                moved = workload_transition(
+                    workload=workload,
+                    to_state=seen.state,
+                    reason=seen.reason,
+                    expected_from=workload.state,
+                    extra=extra,
+                )
+            except wl.TransitionError:
+                moved = False
+            if moved:
+                result.transitions += 1
+                if seen.state in GONE_STATES:
+                    workload_reconcile(workload_id=workload.pk)
+        elif seen.reason != workload.last_reason and seen.state is None:
+            Workload.objects.filter(pk=workload.pk, state=workload.state).update(
+                last_reason=seen.reason
+            )
+            result.reasons += 1
+    return result

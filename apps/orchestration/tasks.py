@@ -1,0 +1,91 @@
+"""Thin Celery tasks: load ids, call one service, own retries and failure reasons."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+from celery.app.task import Task
+
+from apps.accounts.models import Team
+from apps.catalog.models import Cluster
+from apps.orchestration import services
+from apps.orchestration.clusters import ClusterConfigError
+from apps.orchestration.kube import ClusterUnreachable
+from apps.orchestration.selectors import enabled_clusters
+
+log = logging.getLogger(__name__)
+RETRYABLE = (ClusterUnreachable, ClusterConfigError)
+
+
+@shared_task(
+    name="orchestration.team_namespace_ensure",
+    autoretry_for=RETRYABLE,
+    retry_backoff=True,
+    retry_backoff_max=300,
+    max_retries=None,
+    ignore_result=True,
+)
+def team_namespace_ensure(team_id: int) -> None:
+    team = Team.objects.filter(pk=team_id).first()
+    if team is not None:
+        services.team_namespace_ensure(team=team)
+
+
+class WorkloadTask(Task):
+    """Retries transient cluster errors; a workload never fails because an API call did."""
+
+    autoretry_for = RETRYABLE
+    retry_backoff = True
+    retry_backoff_max = 120
+    max_retries = None
+
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        log.error("task %s for %s failed: %s", self.name, args, exc)
+
+
+@shared_task(base=WorkloadTask, name="orchestration.workload_reconcile", ignore_result=True)
+def workload_reconcile(workload_id: int) -> None:
+    services.workload_reconcile(workload_id=workload_id)
+
+
+def _each_cluster(fn: Any) -> None:
+    for cluster in enabled_clusters():
+        try:
+            fn(cluster=cluster)
+        except RETRYABLE as exc:
+            # The next beat tick retries; workloads already say "cluster unreachable, retrying".
+            log.warning("cluster %s: %s", cluster.name, exc)
+
+
+@shared_task(name="orchestration.reconcile_all", ignore_result=True)
+def reconcile_all() -> None:
+    _each_cluster(services.reconcile_pass)
+
+
+@shared_task(name="orchestration.status_sync_all", ignore_result=True)
+def status_sync_all() -> None:
+    _each_cluster(services.status_sync_pass)
+
+
+@shared_task(name="orchestration.inventory_sync_all", ignore_result=True)
+def inventory_sync_all() -> None:
+    _each_cluster(services.cluster_inventory_sync)
+
+
+@shared_task(
+    name="orchestration.cluster_setup",
+    autoretry_for=RETRYABLE,
+    retry_backoff=True,
+    max_retries=None,
+    ignore_result=True,
+)
+def cluster_setup(cluster_id: int) -> None:
+    """A new or re-enabled cluster: every team's namespace, then its inventory."""
+    cluster = Cluster.objects.get(pk=cluster_id)
+    for team in Team.objects.all():
+        services.team_namespace_ensure(team=team, clusters=[cluster])
+    services.cluster_inventory_sync(cluster=cluster)
