@@ -11,6 +11,7 @@ from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
 from apps.workloads import core
 from apps.workloads.models import Workload, WorkloadEvent
+from gpupaas.queue import enqueue_on_commit
 
 
 def workload_submit(
@@ -148,6 +149,7 @@ def workload_cancel(
             workload.refresh_from_db()
             raise ValidationError(f"The workload changed to {workload.state} meanwhile; try again.")
         audit_record(actor=actor, action="workload.cancel", obj=workload, source_ip=source_ip)
+        enqueue_on_commit("orchestration.workload_reconcile", workload.pk)
     return workload
 
 
@@ -157,3 +159,75 @@ def _may_manage(actor: User, workload: Workload) -> bool:
     return Membership.objects.filter(
         user=actor, team_id=workload.team_id, role=Membership.Role.LEAD
     ).exists()
+
+
+def workload_suspend(*, actor: User, workload: Workload, source_ip: str | None = None) -> Workload:
+    """Stop a notebook and keep its storage; it can be resumed later."""
+    if not _may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may suspend this notebook.")
+    if workload.kind != core.KIND_NOTEBOOK:
+        raise ValidationError("Only notebooks can be suspended; cancel other workloads instead.")
+    if workload.state not in (core.STARTING, core.RUNNING):
+        raise ValidationError(f"A notebook that is {workload.state} cannot be suspended.")
+    with transaction.atomic():
+        reason = f"Suspended by {actor.get_username()}; your files are kept."
+        if not workload_transition(
+            workload=workload, to_state=core.SUSPENDED, reason=reason, actor=actor
+        ):
+            raise ValidationError("The notebook changed state meanwhile; try again.")
+        audit_record(actor=actor, action="workload.suspend", obj=workload, source_ip=source_ip)
+        enqueue_on_commit("orchestration.workload_reconcile", workload.pk)
+    return workload
+
+
+def workload_resume(*, actor: User, workload: Workload, source_ip: str | None = None) -> Workload:
+    """Queue a suspended notebook again; the scheduler admits it when capacity allows."""
+    if not _may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may resume this notebook.")
+    if workload.state != core.SUSPENDED:
+        raise ValidationError(
+            f"Only a suspended notebook can be resumed; this one is {workload.state}."
+        )
+    with transaction.atomic():
+        reason = f"Resumed by {actor.get_username()}; waiting for a GPU."
+        if not workload_transition(
+            workload=workload,
+            to_state=core.QUEUED,
+            reason=reason,
+            actor=actor,
+            extra={"placement": {}, "cluster": None},
+        ):
+            raise ValidationError("The notebook changed state meanwhile; try again.")
+        audit_record(actor=actor, action="workload.resume", obj=workload, source_ip=source_ip)
+    return workload
+
+
+CLONED_FIELDS = (
+    "kind",
+    "team",
+    "gpu_class",
+    "image",
+    "gpu_milli",
+    "replicas",
+    "priority_class",
+    "command",
+    "args",
+    "env",
+    "max_runtime_seconds",
+    "idle_timeout_seconds",
+    "retries",
+    "params",
+)
+
+
+def workload_clone(
+    *, actor: User, workload: Workload, name: str | None = None, source_ip: str | None = None
+) -> Workload:
+    """Submit a new workload with the same request (resubmit). Quota rules apply again."""
+    values = {f: getattr(workload, f) for f in CLONED_FIELDS}
+    return workload_submit(
+        actor=actor,
+        name=name or f"{workload.name} (copy)"[:100],
+        source_ip=source_ip,
+        **values,
+    )

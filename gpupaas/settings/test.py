@@ -21,6 +21,8 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DEV_LOGIN_USERS = ["alice", "bob", "carol", "dave", "admin"]
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 CELERY_TASK_ALWAYS_EAGER = False
+# No worker runs during tests: queued tasks go nowhere unless a test starts a worker.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "memory://")
 LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -27,6 +27,7 @@ def test_worker_and_beat_run_the_heartbeat(redis_url: str, tmp_path: Path) -> No
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "gpupaas.settings.test",
         "REDIS_URL": url,
+        "CELERY_BROKER_URL": url,
         "HEARTBEAT_INTERVAL_SECONDS": "1",
     }
     celery = [sys.executable, "-m", "celery", "-A", "gpupaas"]

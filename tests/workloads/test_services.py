@@ -129,3 +129,77 @@ def test_outsider_gets_404_for_workload_page(cast: Cast) -> None:
     teammate = Client()
     teammate.force_login(cast.teammate)
     assert teammate.get(f"/workloads/{workload.pk}/").status_code == 200
+
+
+def notebook(cast: Cast, state: str = core.RUNNING) -> Workload:
+    image = ImageFactory(name="nb", kind=Image.Kind.NOTEBOOK)
+    return WorkloadFactory(
+        owner=cast.owner,
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        image=image,
+        kind=core.KIND_NOTEBOOK,
+        priority_class=core.PRIORITY_DEVELOPMENT,
+        state=state,
+    )
+
+
+def test_suspend_and_resume_a_notebook(cast: Cast) -> None:
+    from apps.workloads.services import workload_resume, workload_suspend
+
+    nb = notebook(cast)
+    workload_suspend(actor=cast.owner, workload=nb)
+    nb.refresh_from_db()
+    assert nb.state == core.SUSPENDED
+    assert "files are kept" in nb.last_reason
+    workload_resume(actor=cast.owner, workload=nb)
+    nb.refresh_from_db()
+    assert nb.state == core.QUEUED
+    assert [e.to_state for e in nb.events.all()][-2:] == [core.SUSPENDED, core.QUEUED]
+
+
+def test_outsider_cannot_suspend_or_resume(cast: Cast) -> None:
+    from apps.workloads.services import workload_resume, workload_suspend
+
+    nb = notebook(cast)
+    with pytest.raises(PermissionDenied):
+        workload_suspend(actor=cast.outsider, workload=nb)
+    nb.state = core.SUSPENDED
+    nb.save()
+    with pytest.raises(PermissionDenied):
+        workload_resume(actor=cast.outsider, workload=nb)
+
+
+def test_only_running_notebooks_can_be_suspended(cast: Cast) -> None:
+    from apps.workloads.services import workload_suspend
+
+    job = WorkloadFactory(
+        owner=cast.owner,
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        image=cast.image,
+        state=core.RUNNING,
+    )
+    with pytest.raises(ValidationError, match="Only notebooks"):
+        workload_suspend(actor=cast.owner, workload=job)
+    with pytest.raises(ValidationError, match="queued cannot be suspended"):
+        workload_suspend(actor=cast.owner, workload=notebook(cast, state=core.QUEUED))
+
+
+def test_clone_resubmits_the_same_request(cast: Cast) -> None:
+    from apps.workloads.services import workload_clone
+
+    original = submit(cast, env={"A": "1"}, command=["python", "train.py"])
+    copy = workload_clone(actor=cast.teammate, workload=original)
+    assert copy.pk != original.pk
+    assert copy.owner == cast.teammate
+    assert (copy.gpu_milli, copy.replicas, copy.command, copy.env) == (
+        1000,
+        2,
+        ["python", "train.py"],
+        {"A": "1"},
+    )
+    assert copy.state == core.PENDING
+    assert copy.name == "train (copy)"
+    with pytest.raises(PermissionDenied):
+        workload_clone(actor=cast.outsider, workload=original)
