@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
 
 from apps.accounts.models import Team
-from apps.catalog.models import Cluster, GpuClass
+from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.orchestration import manifests as m
 from apps.orchestration.resources import GpuClassSpec, gpu_resources
 from apps.quotas.models import TeamQuota
@@ -68,15 +68,37 @@ def team_spec(team: Team) -> m.TeamSpec:
     )
 
 
-def placement_replicas(placement: Any) -> tuple[m.ReplicaPlacement, ...]:
-    """The scheduler's placement JSON as one entry per replica (empty when not placed)."""
+def placement_replicas(
+    placement: Any, node_uuids: Mapping[str, Sequence[str]] | None = None
+) -> tuple[m.ReplicaPlacement, ...]:
+    """The scheduler's placement JSON as one entry per replica (empty when not placed).
+
+    Each replica names its node and the indices of its GPUs there; ``node_uuids`` (from the
+    node inventory) turns indices into GPU UUIDs where the sharing mode pins devices (HAMi).
+    """
     entries = placement.get("replicas", []) if isinstance(placement, Mapping) else placement
     result = []
     for entry in entries or []:
-        if isinstance(entry, Mapping) and entry.get("node"):
-            uuids = tuple(str(u) for u in entry.get("gpu_uuids") or ())
-            result.append(m.ReplicaPlacement(node=str(entry["node"]), gpu_uuids=uuids))
+        if not (isinstance(entry, Mapping) and entry.get("node")):
+            continue
+        node = str(entry["node"])
+        uuids = tuple(str(u) for u in entry.get("gpu_uuids") or ())
+        if not uuids and node_uuids and node in node_uuids:
+            known = node_uuids[node]
+            uuids = tuple(known[i] for i in entry.get("gpus") or () if 0 <= int(i) < len(known))
+        result.append(m.ReplicaPlacement(node=node, gpu_uuids=uuids))
     return tuple(result)
+
+
+def node_uuids_for(workload: Workload) -> dict[str, list[str]]:
+    """GPU UUIDs of the nodes a HAMi workload was placed on (other modes need none)."""
+    if workload.gpu_class.sharing_mode != "hami" or not workload.placement:
+        return {}
+    nodes = [r.node for r in placement_replicas(workload.placement)]
+    rows = ClusterNode.objects.filter(name__in=nodes)
+    if workload.cluster_id is not None:
+        rows = rows.filter(cluster_id=workload.cluster_id)
+    return {n.name: list(n.gpu_uuids or []) for n in rows}
 
 
 def home_claim_name(workload: Workload) -> str:
@@ -116,7 +138,7 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         env={str(k): str(v) for k, v in (workload.env or {}).items()},
         max_runtime_seconds=workload.max_runtime_seconds,
         retries=workload.retries,
-        placement=placement_replicas(workload.placement),
+        placement=placement_replicas(workload.placement, node_uuids_for(workload)),
         pod_annotations=annotations,
         sweep_grid=grid,
         notebook_host=settings.NOTEBOOK_HOST,

@@ -289,47 +289,62 @@ def workload_reconcile(*, workload_id: int) -> str:
 
 
 def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
-    """One pass over a cluster: live workloads have objects, others have none, orphans go."""
+    """One pass over a cluster: live workloads have objects, others have none, orphans go.
+
+    One list call per kind of object, whatever the number of workloads; only workloads whose
+    objects are missing (or that were just admitted) cost further API calls.
+    """
     result = ReconcileResult()
     kube = kube_for(cluster)
-    single = enabled_clusters().count() == 1
+    listed: list[tuple[str, str, dict[str, Any], str]] = []
+    try:
+        for version, kind in WORKLOAD_KINDS:
+            for obj in kube.list_owned(version, kind, label_selector=m.LABEL_WORKLOAD):
+                owner = (obj["metadata"].get("labels") or {}).get(m.LABEL_WORKLOAD, "")
+                listed.append((version, kind, obj["metadata"], owner))
+    except ClusterUnreachable as exc:
+        result.unreachable.append(str(exc))
+        return result
+    existing = {(kind, meta.get("namespace") or "", meta["name"]) for _, kind, meta, _ in listed}
+
     on_cluster = Workload.objects.filter(cluster=cluster)
-    if single:
-        on_cluster = Workload.objects.filter(cluster__isnull=True) | on_cluster
-    live = on_cluster.filter(state__in=LIVE_STATES).values_list("pk", flat=True)
-    stale = (
-        on_cluster.filter(state__in=GONE_STATES)
-        .exclude(k8s_objects=[])
-        .values_list("pk", flat=True)
-    )
-    for ids, counter in ((live, "created"), (stale, "deleted")):
-        for workload_id in list(ids):
-            try:
-                outcome = workload_reconcile(workload_id=workload_id)
-            except (ClusterUnreachable, ClusterConfigError) as exc:
-                result.unreachable.append(str(exc))
-                return result
-            if outcome in ("ensured", "deleted"):
-                setattr(result, counter, getattr(result, counter) + 1)
+    if enabled_clusters().count() == 1:
+        on_cluster = on_cluster | Workload.objects.filter(cluster__isnull=True)
+    todo: list[tuple[int, str]] = []
+    for pk, state, refs in on_cluster.filter(state__in=LIVE_STATES).values_list(
+        "pk", "state", "k8s_objects"
+    ):
+        present = bool(refs) and all(
+            (r["kind"], r["namespace"], r["name"]) in existing for r in refs
+        )
+        if state == wl.ADMITTED or not present:
+            todo.append((pk, "created"))
+    stale = on_cluster.filter(state__in=GONE_STATES).exclude(k8s_objects=[])
+    todo.extend((pk, "deleted") for pk in stale.values_list("pk", flat=True))
+    for workload_id, counter in todo:
+        try:
+            outcome = workload_reconcile(workload_id=workload_id)
+        except (ClusterUnreachable, ClusterConfigError) as exc:
+            result.unreachable.append(str(exc))
+            return result
+        if outcome in ("ensured", "deleted"):
+            setattr(result, counter, getattr(result, counter) + 1)
+
     # Orphans: objects with our label whose workload is not live (or no longer exists).
     live_ids = {
         str(pk)
         for pk in Workload.objects.filter(state__in=LIVE_STATES).values_list("pk", flat=True)
     }
-    for version, kind in WORKLOAD_KINDS:
-        try:
-            objects = kube.list_owned(version, kind, label_selector=m.LABEL_WORKLOAD)
-        except ClusterUnreachable as exc:
-            result.unreachable.append(str(exc))
-            return result
-        for obj in objects:
-            owner = (obj["metadata"].get("labels") or {}).get(m.LABEL_WORKLOAD)
-            if owner and owner not in live_ids:
-                meta = obj["metadata"]
+    for version, kind, meta, owner in listed:
+        if owner and owner not in live_ids and owner.isdigit():
+            try:
                 if kube.delete(
                     version, kind, meta["name"], meta.get("namespace"), workload_id=int(owner)
                 ):
                     result.orphans_deleted += 1
+            except ClusterUnreachable as exc:
+                result.unreachable.append(str(exc))
+                return result
     return result
 
 

@@ -359,3 +359,14 @@ def test_team_namespace_is_restricted_with_default_deny() -> None:
     assert quota["spec"] == {"hard": {"requests.nvidia.com/gpu": "8"}}
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     assert notebook_in["spec"]["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 8888}]
+
+
+def test_placement_indices_become_gpu_uuids_for_pinning() -> None:
+    from apps.orchestration.selectors import placement_replicas
+
+    placement = {"cluster": "sim", "replicas": [{"node": "hami-0", "gpus": [2], "units": 250}]}
+    assert placement_replicas(placement, {"hami-0": ["GPU-a", "GPU-b", "GPU-c"]}) == (
+        m.ReplicaPlacement("hami-0", ("GPU-c",)),
+    )
+    assert placement_replicas(placement) == (m.ReplicaPlacement("hami-0"),)
+    assert placement_replicas({}) == ()
