@@ -27,6 +27,7 @@ def _schedule(sender: Celery, **_: object) -> None:
             "orchestration.status_sync_all",
         ),
         ("inventory", settings.ORCHESTRATION_INVENTORY_SECONDS, "orchestration.inventory_sync_all"),
+        ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, "scheduling.run_cycle"),
     ]
     for name, seconds, task in schedule:
         sender.add_periodic_task(float(seconds), sender.signature(task), name=name)

@@ -84,6 +84,15 @@ class Workload(models.Model):
         help_text="The objects created for this workload, as stored names (kind, namespace, name).",
     )
     last_reason = models.CharField(max_length=500, blank=True)
+    # Written by the scheduling cycle (apps/scheduling/services.py).
+    borrowed = models.BooleanField(
+        default=False,
+        help_text="Runs above the team's guarantee on idle capacity; reclaimable.",
+    )
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    estimated_start_at = models.DateTimeField(null=True, blank=True)
+    scheduling_advice = models.JSONField(default=list, blank=True)
+    preempted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

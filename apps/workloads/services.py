@@ -9,6 +9,7 @@ from django.utils import timezone
 from apps.accounts.models import Membership, Team, User
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
+from apps.scheduling.selectors import submission_problems
 from apps.workloads import core
 from apps.workloads.models import Workload, WorkloadEvent
 from gpupaas.queue import enqueue_on_commit
@@ -60,6 +61,13 @@ def workload_submit(
         errors["priority_class"] = (
             f"You may not use the {priority} class; choose one of: {', '.join(allowed)}."
         )
+    if "gpu_milli" not in errors and "replicas" not in errors:
+        # A request no scheduling cycle could ever admit is refused now, not queued forever.
+        problems = submission_problems(
+            team=team, gpu_class=gpu_class, gpu_milli=gpu_milli, replicas=replicas
+        )
+        for field, message in problems.items():
+            errors.setdefault(field, message)
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -96,6 +104,7 @@ def workload_submit(
             source_ip=source_ip,
             details={"total_milli": workload.total_milli, "gpu_class": gpu_class.name},
         )
+        enqueue_on_commit("scheduling.run_cycle")  # admit it now if it fits
     return workload
 
 
@@ -150,6 +159,7 @@ def workload_cancel(
             raise ValidationError(f"The workload changed to {workload.state} meanwhile; try again.")
         audit_record(actor=actor, action="workload.cancel", obj=workload, source_ip=source_ip)
         enqueue_on_commit("orchestration.workload_reconcile", workload.pk)
+        enqueue_on_commit("scheduling.run_cycle")  # its GPUs may start someone else
     return workload
 
 

@@ -143,6 +143,21 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = "gpupaas"
 HEARTBEAT_INTERVAL_SECONDS = env_int("HEARTBEAT_INTERVAL_SECONDS", 15, minimum=1)
 
+# --- scheduling ------------------------------------------------------------------------------
+# The cycle runs after every submit and cancel, and every SCHEDULING_CYCLE_SECONDS from beat.
+SCHEDULING_CYCLE_SECONDS = env_int("SCHEDULING_CYCLE_SECONDS", 5, minimum=1)
+SCHEDULING_PREEMPTION_GRACE_SECONDS = env_int("SCHEDULING_PREEMPTION_GRACE_SECONDS", 30, minimum=0)
+SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS = env_int(
+    "SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS", 6 * 3600, minimum=60
+)
+SCHEDULING_MIN_RUNTIME_TRAINING_SECONDS = env_int(
+    "SCHEDULING_MIN_RUNTIME_TRAINING_SECONDS", 600, minimum=0
+)
+SCHEDULING_MIN_RUNTIME_DEVELOPMENT_SECONDS = env_int(
+    "SCHEDULING_MIN_RUNTIME_DEVELOPMENT_SECONDS", 300, minimum=0
+)
+SCHEDULING_MIN_RUNTIME_BATCH_SECONDS = env_int("SCHEDULING_MIN_RUNTIME_BATCH_SECONDS", 120, minimum=0)
+
 # --- OIDC ------------------------------------------------------------------------------------
 # On when a client id and an issuer are given. The endpoints are explicit (no discovery at
 # start-up, so a provider outage cannot stop the portal from booting).

@@ -1,0 +1,476 @@
+"""The scheduling cycle: a pure function from a snapshot to decisions.
+
+``schedule(snapshot, policy)`` orders the waiting workloads by class, fair share and age
+(fairshare.py); admits each one if its team's limit, its owner's cap and a placement allow
+(placement.py) — a gang whole or not at all; otherwise looks for the cheapest legal
+preemption (preemption.py); otherwise it waits, with a position, a reason and an
+estimated start (estimate.py). Usage above a team's guarantee is *borrowed*: it runs on
+capacity that is idle now and may be reclaimed by teams below their guarantee.
+
+No ORM, no I/O, no clock: the same snapshot gives the same result.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from apps.catalog import core as catalog_core
+from apps.quotas.core import format_milli
+from apps.scheduling import estimate
+from apps.scheduling.data import (
+    RULE_PRIORITY,
+    Admission,
+    CycleResult,
+    GpuClassSpec,
+    NodeSpec,
+    Placement,
+    Policy,
+    Preemption,
+    Quota,
+    Rejection,
+    Requeue,
+    RunningWorkload,
+    Snapshot,
+    TypicalRequest,
+    WaitingWorkload,
+    priority_rank,
+)
+from apps.scheduling.fairshare import order_key, share_ratio
+from apps.scheduling.fragmentation import FragModel, default_typical, typical_from_requests
+from apps.scheduling.placement import GpuPool, MigPool, Pool, place_gang
+from apps.scheduling.preemption import cheapest_set, legal_rule
+from apps.scheduling.units import Demand, DemandError, replica_demand, units_per_gpu
+
+BLOCK_QUOTA = "quota"
+BLOCK_USER = "user"
+BLOCK_CAPACITY = "capacity"
+BLOCK_CLASS = "class"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    workload: WaitingWorkload
+    kind: str
+    position: int
+    ahead: int
+    detail: str
+
+
+def schedule(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
+    """Decide one cycle. See the module docstring."""
+    return _Cycle(snapshot, policy or Policy()).run()
+
+
+def build_pools(
+    classes: Sequence[GpuClassSpec],
+    nodes: Sequence[NodeSpec],
+    typical: dict[str, tuple[TypicalRequest, ...]],
+) -> dict[str, list[Pool]]:
+    """One pool per (class, cluster), clusters in name order."""
+    by_class = {c.name: c for c in classes}
+    grouped: dict[tuple[str, str], list[NodeSpec]] = defaultdict(list)
+    for node in nodes:
+        if node.gpu_class in by_class and node.gpu_count > 0:
+            grouped[(node.gpu_class, node.cluster)].append(node)
+    pools: dict[str, list[Pool]] = defaultdict(list)
+    for (class_name, cluster), members in sorted(grouped.items()):
+        gpu_class = by_class[class_name]
+        if gpu_class.sharing_mode == catalog_core.SHARING_MIG:
+            pools[class_name].append(MigPool(gpu_class, cluster, members))
+        else:
+            model = FragModel(
+                typical.get(class_name) or default_typical(), units_per_gpu(gpu_class)
+            )
+            pools[class_name].append(GpuPool(gpu_class, cluster, members, model))
+    return dict(pools)
+
+
+def describe_request(gpu_milli: int, replicas: int, class_name: str) -> str:
+    if replicas > 1:
+        return f"{replicas} replicas × {format_milli(gpu_milli)} GPU of {class_name}, all at once"
+    if gpu_milli > 1000:
+        return f"{format_milli(gpu_milli)} GPU of {class_name} on one node"
+    return f"{format_milli(gpu_milli)} GPU of {class_name}"
+
+
+class _Cycle:
+    def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
+        self.s = snapshot
+        self.policy = policy
+        self.now = snapshot.now
+        self.classes = {c.name: c for c in snapshot.classes}
+        self.quotas: dict[tuple[str, str], Quota] = {
+            (q.team, q.gpu_class): q for q in snapshot.quotas
+        }
+        self.usage: dict[tuple[str, str], int] = defaultdict(int)
+        self.user_usage: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.running: dict[int, RunningWorkload] = {}
+        self.pools = build_pools(snapshot.classes, snapshot.nodes, self._typical())
+        self.admissions: list[Admission] = []
+        self.admitted_running: list[RunningWorkload] = []
+        self.preemptions: list[Preemption] = []
+        self.blocked: list[Blocked] = []
+        self.rejections: list[Rejection] = []
+        self._waiting_count: dict[str, int] = defaultdict(int)
+        self._seen_count: dict[str, int] = defaultdict(int)
+        self._preempt_failed: set[tuple[object, ...]] = set()
+
+    # --- setup -----------------------------------------------------------------------
+    def _typical(self) -> dict[str, tuple[TypicalRequest, ...]]:
+        out: dict[str, tuple[TypicalRequest, ...]] = {}
+        samples: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+        workloads: list[RunningWorkload | WaitingWorkload] = [*self.s.running, *self.s.waiting]
+        for w in workloads:
+            gpus = 1 if w.gpu_milli < 1000 else math.ceil(w.gpu_milli / 1000)
+            samples[w.gpu_class].append((min(w.gpu_milli, 1000), gpus, w.cpu_milli))
+        for name in self.classes:
+            if name in self.s.typical:
+                out[name] = self.s.typical[name]
+                continue
+            observed = typical_from_requests(samples.get(name, []))
+            # Few observations: lean on the prior so one request shape does not rule.
+            total = sum(t.weight for t in observed)
+            prior = default_typical() if total < 50 else ()
+            out[name] = observed + prior
+        return out
+
+    def _charge_running(self) -> None:
+        for r in sorted(self.s.running, key=lambda r: r.id):
+            self.running[r.id] = r
+            self.usage[(r.team, r.gpu_class)] += r.total_milli
+            self.user_usage[(r.owner, r.team, r.gpu_class)] += r.total_milli
+            pool = self._pool(r.gpu_class, r.placement.cluster if r.placement else None)
+            if pool is not None and r.placement is not None:
+                for replica in r.placement.replicas:
+                    pool.take(replica, r.cpu_milli, r.memory_mib)
+
+    def _pool(self, class_name: str, cluster: str | None) -> Pool | None:
+        for pool in self.pools.get(class_name, []):
+            if pool.cluster == cluster:
+                return pool
+        return None
+
+    # --- the cycle -------------------------------------------------------------------
+    def run(self) -> CycleResult:
+        self._charge_running()
+        requeues = self._requeues()
+        heap: list[tuple[tuple[int, float, float, int], int]] = []
+        by_id: dict[int, WaitingWorkload] = {}
+        demands: dict[int, Demand] = {}
+        for w in sorted(self.s.waiting, key=lambda w: w.id):
+            problem = self._impossible(w)
+            if problem is not None:
+                self.rejections.append(Rejection(w.id, problem))
+                continue
+            gpu_class = self.classes[w.gpu_class]
+            demands[w.id] = replica_demand(
+                gpu_class, w.gpu_milli, cpu_milli=w.cpu_milli, memory_mib=w.memory_mib
+            )
+            by_id[w.id] = w
+            heap.append((self._key(w), w.id))
+        heapq.heapify(heap)
+        while heap:
+            key, wid = heapq.heappop(heap)
+            w = by_id[wid]
+            fresh = self._key(w)
+            if fresh > key:  # the team's share grew since it was queued: re-sort lazily
+                heapq.heappush(heap, (fresh, wid))
+                continue
+            self._consider(w, demands[wid])
+        waiting = estimate.waiting_details(
+            now=self.now,
+            blocked=self.blocked,
+            running=[*self.running.values(), *self.admitted_running],
+            pools=self.pools,
+            classes=self.classes,
+            quotas=self.quotas,
+            usage=self.usage,
+            user_usage=self.user_usage,
+            policy=self.policy,
+        )
+        return CycleResult(
+            admissions=tuple(self.admissions),
+            preemptions=tuple(self.preemptions),
+            waiting=tuple(waiting),
+            requeues=tuple(requeues),
+            borrowed_changes=tuple(self._borrowed_changes()),
+            rejections=tuple(self.rejections),
+        )
+
+    def _key(self, w: WaitingWorkload) -> tuple[int, float, float, int]:
+        quota = self.quotas.get((w.team, w.gpu_class))
+        usage = self.usage[(w.team, w.gpu_class)] + self.policy.past_usage_weight * (
+            self.s.past_usage_milli.get((w.team, w.gpu_class), 0.0)
+        )
+        ratio = share_ratio(usage, quota.guaranteed_milli if quota else 0)
+        return order_key(
+            priority=w.priority, ratio=ratio, submitted_at=w.submitted_at, workload_id=w.id
+        )
+
+    def _requeues(self) -> list[Requeue]:
+        out = []
+        for p in sorted(self.s.preempted, key=lambda p: p.id):
+            if p.requeue and (self.now - p.preempted_at).total_seconds() >= (
+                self.policy.grace_seconds
+            ):
+                out.append(
+                    Requeue(p.id, "Back in the queue after preemption; it starts again in turn.")
+                )
+        return out
+
+    def _impossible(self, w: WaitingWorkload) -> str | None:
+        """Why ``w`` can never run as asked, or None. Submission refuses these up front."""
+        gpu_class = self.classes.get(w.gpu_class)
+        if gpu_class is None:
+            return f"The GPU class {w.gpu_class} no longer exists."
+        try:
+            demand = replica_demand(
+                gpu_class, w.gpu_milli, cpu_milli=w.cpu_milli, memory_mib=w.memory_mib
+            )
+        except DemandError as exc:
+            return str(exc)
+        quota = self.quotas.get((w.team, w.gpu_class))
+        limit = quota.limit_milli if quota else 0
+        if w.total_milli > limit:
+            return (
+                f"It asks for {format_milli(w.total_milli)} GPU of {w.gpu_class}, more than "
+                f"{w.team}'s limit of {format_milli(limit)} GPU."
+            )
+        cap = quota.per_user_cap_milli if quota else None
+        if cap is not None and w.total_milli > cap:
+            return (
+                f"It asks for {format_milli(w.total_milli)} GPU of {w.gpu_class}, more than "
+                f"the per-user cap of {format_milli(cap)} GPU."
+            )
+        pools = self.pools.get(w.gpu_class, [])
+        most = max((p.max_gpus_per_node() for p in pools), default=0)
+        if pools and demand.gpus > most:
+            return (
+                f"One replica needs {demand.gpus} GPUs on one node; the largest "
+                f"{w.gpu_class} node has {most}."
+            )
+        return None
+
+    def _consider(self, w: WaitingWorkload, demand: Demand) -> None:
+        c = w.gpu_class
+        self._seen_count[c] += 1
+        gpu_class = self.classes[c]
+        quota = self.quotas.get((w.team, c))
+        limit = quota.limit_milli if quota else 0
+        used = self.usage[(w.team, c)]
+        amount = w.total_milli
+        kind: str | None = None
+        if not gpu_class.enabled:
+            kind = BLOCK_CLASS
+        elif used + amount > limit:
+            kind = BLOCK_QUOTA
+        elif (
+            quota
+            and quota.per_user_cap_milli is not None
+            and (self.user_usage[(w.owner, w.team, c)] + amount > quota.per_user_cap_milli)
+        ):
+            kind = BLOCK_USER
+        placement = None
+        if kind is None:
+            placement = self._place(c, demand, w.replicas)
+            if placement is None:
+                kind = BLOCK_CAPACITY
+        if placement is not None:
+            self._admit(w, placement, victims=[])
+            return
+        if kind in (BLOCK_QUOTA, BLOCK_CAPACITY) and self._try_preemption(w, demand, kind):
+            return
+        position = self._waiting_count[c] + 1
+        self._waiting_count[c] = position
+        self.blocked.append(Blocked(w, kind or BLOCK_CAPACITY, position, position - 1, ""))
+
+    def _place(self, class_name: str, demand: Demand, replicas: int) -> Placement | None:
+        pools = self.pools.get(class_name, [])
+        if replicas == 1:
+            best = None
+            best_pool = None
+            for pool in pools:
+                choice = pool.find(demand)
+                if choice is not None and (best is None or choice[0] < best[0]):
+                    best, best_pool = choice, pool
+            if best is None or best_pool is None:
+                return None
+            return Placement(best_pool.cluster, (best_pool.commit(best, demand),))
+        # A gang runs in one cluster: all replicas there, or try the next cluster.
+        for pool in pools:
+            placed = place_gang(pool, demand, replicas)
+            if placed is not None:
+                return Placement(pool.cluster, placed)
+        return None
+
+    def _unplace(self, class_name: str, placement: Placement, demand: Demand) -> None:
+        pool = self._pool(class_name, placement.cluster)
+        if pool is not None:
+            for replica in placement.replicas:
+                pool.release(replica, demand.cpu_milli, demand.memory_mib)
+
+    def _admit(
+        self, w: WaitingWorkload, placement: Placement, victims: Sequence[RunningWorkload]
+    ) -> None:
+        c = w.gpu_class
+        quota = self.quotas.get((w.team, c))
+        guaranteed = quota.guaranteed_milli if quota else 0
+        used = self.usage[(w.team, c)]
+        borrowed = used + w.total_milli > guaranteed
+        self.usage[(w.team, c)] = used + w.total_milli
+        self.user_usage[(w.owner, w.team, c)] += w.total_milli
+        nodes = ", ".join(placement.nodes)
+        reason = f"Admitted on {placement.cluster}: {nodes}."
+        if victims:
+            reason += (
+                f" It starts when {len(victims)} preempted workload(s) have released their GPUs "
+                f"(grace period {self.policy.grace_seconds} s)."
+            )
+        if borrowed:
+            reason += (
+                f" Above {w.team}'s guarantee of {format_milli(guaranteed)} GPU it runs on "
+                "borrowed capacity, which teams below their guarantee may reclaim."
+            )
+        self.admissions.append(Admission(w.id, placement, borrowed, reason))
+        self.admitted_running.append(
+            RunningWorkload(
+                id=w.id,
+                team=w.team,
+                owner=w.owner,
+                gpu_class=c,
+                priority=w.priority,
+                gpu_milli=w.gpu_milli,
+                replicas=w.replicas,
+                admitted_at=self.now,
+                placement=placement,
+                borrowed=borrowed,
+                cpu_milli=w.cpu_milli,
+                memory_mib=w.memory_mib,
+                max_runtime_seconds=w.max_runtime_seconds,
+                name=w.name,
+            )
+        )
+
+    # --- preemption ------------------------------------------------------------------
+    def _try_preemption(self, w: WaitingWorkload, demand: Demand, kind: str) -> bool:
+        c = w.gpu_class
+        quota = self.quotas.get((w.team, c))
+        limit = quota.limit_milli if quota else 0
+        guaranteed = quota.guaranteed_milli if quota else 0
+        cap = quota.per_user_cap_milli if quota else None
+        used = self.usage[(w.team, c)]
+        user_used = self.user_usage[(w.owner, w.team, c)]
+        amount = w.total_milli
+        reclaiming = used + amount <= guaranteed
+        memo = (w.team, c, w.priority, reclaiming, demand, w.replicas, kind)
+        if memo in self._preempt_failed:
+            return False
+        rules: dict[int, str] = {}
+        candidates: list[RunningWorkload] = []
+        for victim in self.running.values():
+            if kind == BLOCK_QUOTA and victim.team != w.team:
+                continue
+            rule = legal_rule(w, victim, reclaiming=reclaiming, now=self.now, policy=self.policy)
+            if rule is not None:
+                rules[victim.id] = rule
+                candidates.append(victim)
+        if not candidates:
+            self._preempt_failed.add(memo)
+            return False
+
+        def fits(victims: Sequence[RunningWorkload]) -> bool:
+            own = sum(v.total_milli for v in victims if v.team == w.team)
+            if used - own + amount > limit:
+                return False
+            mine = sum(v.total_milli for v in victims if v.owner == w.owner and v.team == w.team)
+            if cap is not None and user_used - mine + amount > cap:
+                return False
+            self._release_all(victims)
+            trial = self._place(c, demand, w.replicas)
+            if trial is not None:
+                self._unplace(c, trial, demand)
+            self._retake_all(victims)
+            return trial is not None
+
+        victims = cheapest_set(candidates, fits, self.now)
+        if victims is None:
+            self._preempt_failed.add(memo)
+            return False
+        self._release_all(victims)
+        placement = self._place(c, demand, w.replicas)
+        if placement is None:  # cannot happen: fits() just placed it
+            self._retake_all(victims)
+            return False
+        for victim in victims:
+            del self.running[victim.id]
+            self.usage[(victim.team, c)] -= victim.total_milli
+            self.user_usage[(victim.owner, victim.team, c)] -= victim.total_milli
+            self.preemptions.append(self._preemption(victim, w, rules[victim.id]))
+        self._preempt_failed.clear()
+        self._admit(w, placement, victims)
+        return True
+
+    def _release_all(self, victims: Sequence[RunningWorkload]) -> None:
+        for v in victims:
+            pool = self._pool(v.gpu_class, v.placement.cluster if v.placement else None)
+            if pool is not None and v.placement is not None:
+                for replica in v.placement.replicas:
+                    pool.release(replica, v.cpu_milli, v.memory_mib)
+
+    def _retake_all(self, victims: Sequence[RunningWorkload]) -> None:
+        for v in victims:
+            pool = self._pool(v.gpu_class, v.placement.cluster if v.placement else None)
+            if pool is not None and v.placement is not None:
+                for replica in v.placement.replicas:
+                    pool.take(replica, v.cpu_milli, v.memory_mib)
+
+    def _preemption(self, victim: RunningWorkload, w: WaitingWorkload, rule: str) -> Preemption:
+        needs = describe_request(w.gpu_milli, w.replicas, w.gpu_class)
+        who = f"{w.team}'s {w.priority} workload {w.name or ''} (#{w.id})".replace("  ", " ")
+        if rule == RULE_PRIORITY:
+            why = f"within a team, {w.priority} preempts {victim.priority}"
+        else:
+            why = (
+                f"{w.team} is below its guarantee and reclaims capacity that {victim.team} borrowed"
+            )
+        then = (
+            f"It returns to the queue after the {self.policy.grace_seconds} s grace period."
+            if victim.requeue_on_preemption
+            else "You chose not to requeue it; resubmit when you are ready."
+        )
+        return Preemption(
+            workload_id=victim.id,
+            by_workload_id=w.id,
+            rule=rule,
+            reason=f"Preempted for {who}, which needs {needs}: {why}. {then}",
+            requeue=victim.requeue_on_preemption,
+            grace_seconds=self.policy.grace_seconds,
+        )
+
+    # --- borrowed flags --------------------------------------------------------------
+    def _borrowed_changes(self) -> list[tuple[int, bool]]:
+        within: dict[tuple[str, str], int] = defaultdict(int)
+        borrowed: dict[tuple[str, str], list[RunningWorkload]] = defaultdict(list)
+        for r in [*self.running.values(), *self.admitted_running]:
+            if r.borrowed:
+                borrowed[(r.team, r.gpu_class)].append(r)
+            else:
+                within[(r.team, r.gpu_class)] += r.total_milli
+        admitted_ids = {r.id for r in self.admitted_running}
+        changes: list[tuple[int, bool]] = []
+        for key in sorted(borrowed):
+            quota = self.quotas.get(key)
+            guaranteed = quota.guaranteed_milli if quota else 0
+            for r in sorted(
+                borrowed[key],
+                key=lambda r: (priority_rank(r.priority), r.admitted_at.timestamp(), r.id),
+            ):
+                if within[key] + r.total_milli <= guaranteed:
+                    within[key] += r.total_milli
+                    if r.id not in admitted_ids:
+                        changes.append((r.id, False))
+        return changes

@@ -1,0 +1,254 @@
+"""Plain data in and out of the scheduler's pure core. No ORM, no I/O.
+
+Amounts are milli-GPU (1000 = one GPU) unless a name says otherwise. Teams are named by
+their (unique) name and users by their username, so reasons can be written from the data
+alone. Times are timezone-aware datetimes supplied by the caller: the core never reads a
+clock, so the same snapshot always gives the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+
+PRODUCTION = "production"
+TRAINING = "training"
+DEVELOPMENT = "development"
+BATCH = "batch"
+# Highest first (DESIGN.md): production > training > development > batch.
+PRIORITY_ORDER: tuple[str, ...] = (PRODUCTION, TRAINING, DEVELOPMENT, BATCH)
+
+RULE_PRIORITY = "priority-within-team"
+RULE_RECLAIM = "guarantee-reclaim"
+
+
+def priority_rank(priority: str) -> int:
+    """0 for production … 3 for batch; unknown classes sort last."""
+    try:
+        return PRIORITY_ORDER.index(priority)
+    except ValueError:
+        return len(PRIORITY_ORDER)
+
+
+@dataclass(frozen=True)
+class GpuClassSpec:
+    name: str
+    sharing_mode: str
+    memory_mib: int
+    timeslice_replicas: int | None = None
+    mig_profiles: tuple[str, ...] = ()
+    hami_split_count: int | None = None
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A schedulable, ready GPU node with its allocatable CPU and memory."""
+
+    name: str
+    cluster: str
+    gpu_class: str
+    gpu_count: int
+    cpu_milli: int
+    memory_mib: int
+    mig_layout: tuple[str, ...] = ()
+    gpu_uuids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReplicaPlacement:
+    """Where one replica runs: a node, GPU indices on it, and what it takes of each GPU.
+
+    ``units`` is per GPU: milli-GPU for ``whole`` and ``hami`` classes, time-slice replicas
+    for ``timeslice`` classes, 0 for ``mig`` (which takes the instance ``mig_slot`` of the
+    GPU's layout, of profile ``mig_profile``).
+    """
+
+    node: str
+    gpus: tuple[int, ...]
+    units: int
+    mig_profile: str | None = None
+    mig_slot: int | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    cluster: str
+    replicas: tuple[ReplicaPlacement, ...]
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({r.node for r in self.replicas}))
+
+
+@dataclass(frozen=True)
+class RunningWorkload:
+    """An admitted, starting or running workload and the GPUs it holds."""
+
+    id: int
+    team: str
+    owner: str
+    gpu_class: str
+    priority: str
+    gpu_milli: int
+    replicas: int
+    admitted_at: datetime
+    placement: Placement | None
+    borrowed: bool = False
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    max_runtime_seconds: int | None = None
+    name: str = ""
+    requeue_on_preemption: bool = True
+
+    @property
+    def total_milli(self) -> int:
+        return self.gpu_milli * self.replicas
+
+
+@dataclass(frozen=True)
+class WaitingWorkload:
+    """A pending or queued workload. ``submitted_at`` orders equals: older first."""
+
+    id: int
+    team: str
+    owner: str
+    gpu_class: str
+    priority: str
+    gpu_milli: int
+    replicas: int
+    submitted_at: datetime
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    max_runtime_seconds: int | None = None
+    name: str = ""
+
+    @property
+    def total_milli(self) -> int:
+        return self.gpu_milli * self.replicas
+
+
+@dataclass(frozen=True)
+class PreemptedWorkload:
+    id: int
+    preempted_at: datetime
+    requeue: bool
+
+
+@dataclass(frozen=True)
+class Quota:
+    team: str
+    gpu_class: str
+    guaranteed_milli: int
+    limit_milli: int
+    per_user_cap_milli: int | None = None
+
+
+@dataclass(frozen=True)
+class TypicalRequest:
+    """One shape of request and how often it occurs (weights need not sum to 1).
+
+    ``gpu_milli`` is per GPU (≤ 1000) and ``gpus`` the GPUs per replica: a fraction is
+    (``gpu_milli`` < 1000, 1), two whole GPUs (1000, 2), a CPU-only pod (0, 0).
+    """
+
+    gpu_milli: int
+    gpus: int
+    cpu_milli: int = 0
+    weight: float = 1.0
+
+
+def _frozen_map(value: Mapping[str, int] | None = None) -> Mapping[str, int]:
+    return MappingProxyType(dict(value or {}))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Tunables of a cycle (from settings in production, literal in tests)."""
+
+    # Seconds a workload of each class runs before it may be preempted, so that a job
+    # makes progress instead of being preempted again and again.
+    min_runtime_seconds: Mapping[str, int] = field(
+        default_factory=lambda: _frozen_map(
+            {PRODUCTION: 0, TRAINING: 600, DEVELOPMENT: 300, BATCH: 120}
+        )
+    )
+    grace_seconds: int = 30
+    # Weight of the decayed past usage against the current allocation in fair share.
+    past_usage_weight: float = 1.0
+    # How many waiting workloads get advice (the rest get a reason and an estimate).
+    advice_limit: int = 500
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now: datetime
+    classes: tuple[GpuClassSpec, ...]
+    nodes: tuple[NodeSpec, ...]
+    running: tuple[RunningWorkload, ...]
+    waiting: tuple[WaitingWorkload, ...]
+    quotas: tuple[Quota, ...]
+    # Decayed average of each (team, class)'s past allocation in milli-GPU (fairshare.py).
+    past_usage_milli: Mapping[tuple[str, str], float] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    preempted: tuple[PreemptedWorkload, ...] = ()
+    # Per class: the request shapes fragmentation is measured against. Derived from the
+    # snapshot's own workloads when absent.
+    typical: Mapping[str, tuple[TypicalRequest, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+
+@dataclass(frozen=True)
+class Admission:
+    workload_id: int
+    placement: Placement
+    borrowed: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Preemption:
+    workload_id: int
+    by_workload_id: int
+    rule: str
+    reason: str
+    requeue: bool
+    grace_seconds: int
+
+
+@dataclass(frozen=True)
+class Waiting:
+    workload_id: int
+    position: int
+    reason: str
+    estimated_start: datetime | None
+    advice: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Requeue:
+    workload_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A waiting workload that can never run as asked (e.g. the quota shrank below it)."""
+
+    workload_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    admissions: tuple[Admission, ...]
+    preemptions: tuple[Preemption, ...]
+    waiting: tuple[Waiting, ...]
+    requeues: tuple[Requeue, ...] = ()
+    # Running workloads whose borrowed flag changes (e.g. now within the guarantee).
+    borrowed_changes: tuple[tuple[int, bool], ...] = ()
+    rejections: tuple[Rejection, ...] = ()

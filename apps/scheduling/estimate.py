@@ -1,0 +1,236 @@
+"""For every waiting workload: position, a reason a person can read, an estimated start,
+and advice on what would start it sooner. Pure.
+
+Estimates come from the running workloads' maximum runtimes: a running workload frees
+its GPUs at the latest when its maximum runtime is reached. Capacity freed over time is
+given to the queue in order, so a workload's estimate is the moment enough has been
+freed for it and for those ahead of it in its GPU class (its team's own running work,
+when its team is at its limit). A workload whose wait depends on work with no maximum
+runtime gets no estimate, and the reason says so.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+from apps.catalog import core as catalog_core
+from apps.quotas.core import format_milli
+from apps.scheduling.data import BATCH, GpuClassSpec, Policy, Quota, RunningWorkload, Waiting
+from apps.scheduling.units import DemandError, replica_demand
+
+if TYPE_CHECKING:
+    from apps.scheduling.core import Blocked
+    from apps.scheduling.placement import Pool
+
+
+class _Ends:
+    """Moments at which milli-GPU is freed, sorted, with running totals."""
+
+    def __init__(self, items: Iterable[tuple[float, int]], unknown: int) -> None:
+        pairs = sorted(items)
+        self.times = [t for t, _ in pairs]
+        self.freed = list(accumulate(m for _, m in pairs))
+        self.unknown = unknown
+
+    def when(self, need: int) -> float | None:
+        """The first moment at which at least ``need`` milli has been freed."""
+        if need <= 0:
+            return self.times[0] if self.times else None
+        i = bisect_left(self.freed, need)
+        return self.times[i] if i < len(self.times) else None
+
+
+def _ends_of(running: Iterable[RunningWorkload]) -> tuple[list[tuple[float, int]], int]:
+    items: list[tuple[float, int]] = []
+    unknown = 0
+    for r in running:
+        if r.max_runtime_seconds is None:
+            unknown += r.total_milli
+        else:
+            items.append((r.admitted_at.timestamp() + r.max_runtime_seconds, r.total_milli))
+    return items, unknown
+
+
+def waiting_details(
+    *,
+    now: datetime,
+    blocked: Sequence[Blocked],
+    running: Sequence[RunningWorkload],
+    pools: Mapping[str, Sequence[Pool]],
+    classes: Mapping[str, GpuClassSpec],
+    quotas: Mapping[tuple[str, str], Quota],
+    usage: Mapping[tuple[str, str], int],
+    user_usage: Mapping[tuple[str, str, str], int],
+    policy: Policy,
+) -> list[Waiting]:
+    by_class: dict[str, list[RunningWorkload]] = defaultdict(list)
+    by_team: dict[tuple[str, str], list[RunningWorkload]] = defaultdict(list)
+    by_user: dict[tuple[str, str, str], list[RunningWorkload]] = defaultdict(list)
+    for r in running:
+        by_class[r.gpu_class].append(r)
+        by_team[(r.team, r.gpu_class)].append(r)
+        by_user[(r.owner, r.team, r.gpu_class)].append(r)
+    ends_cache: dict[object, _Ends] = {}
+
+    def ends(key: object, members: list[RunningWorkload]) -> _Ends:
+        if key not in ends_cache:
+            items, unknown = _ends_of(members)
+            ends_cache[key] = _Ends(items, unknown)
+        return ends_cache[key]
+
+    free_now = {name: sum(p.free_milli() for p in ps) for name, ps in pools.items()}
+    ahead_demand: dict[str, int] = defaultdict(int)
+    advisor = _Advisor(pools=pools, classes=classes, quotas=quotas, usage=usage)
+    out: list[Waiting] = []
+    base = now.timestamp()
+    for n, b in enumerate(blocked):
+        w = b.workload
+        c = w.gpu_class
+        quota = quotas.get((w.team, c))
+        amount = w.total_milli
+        at: float | None = None
+        unknown = False
+        advice: tuple[str, ...] = ()
+        if b.kind == "class":
+            reason = f"{c} is not offered at the moment; it waits until an admin enables it."
+        elif b.kind == "quota":
+            limit = quota.limit_milli if quota else 0
+            used = usage.get((w.team, c), 0)
+            reason = (
+                f"Team quota reached: {w.team} uses {format_milli(used)} of its "
+                f"{format_milli(limit)} GPU limit on {c}, and this needs "
+                f"{format_milli(amount)} more."
+            )
+            team_ends = ends((w.team, c), by_team[(w.team, c)])
+            at = team_ends.when(used + amount - limit)
+            unknown = at is None
+        elif b.kind == "user":
+            cap = quota.per_user_cap_milli if quota and quota.per_user_cap_milli else 0
+            mine = user_usage.get((w.owner, w.team, c), 0)
+            reason = (
+                f"Per-user cap reached: {w.owner} uses {format_milli(mine)} of the "
+                f"{format_milli(cap)} GPU each member of {w.team} may use on {c}."
+            )
+            user_ends = ends((w.owner, w.team, c), by_user[(w.owner, w.team, c)])
+            at = user_ends.when(mine + amount - cap)
+            unknown = at is None
+        else:
+            shape = _shape(w.gpu_milli, w.replicas)
+            ahead = "nobody" if b.ahead == 0 else f"{b.ahead}"
+            reason = f"No {c} capacity free for {shape}; {ahead} ahead of you."
+            class_ends = ends(c, by_class[c])
+            need = ahead_demand[c] + amount - free_now.get(c, 0)
+            at = class_ends.when(need)
+            unknown = at is None
+            ahead_demand[c] += amount
+        if unknown and b.kind != "class":
+            reason += " No estimate yet: the work it waits for has no maximum runtime."
+        estimated = None if at is None else datetime.fromtimestamp(max(at, base), tz=now.tzinfo)
+        if n < policy.advice_limit:
+            advice = advisor.advise(b)
+        out.append(Waiting(w.id, b.position, reason, estimated, advice))
+    return out
+
+
+def _shape(gpu_milli: int, replicas: int) -> str:
+    if replicas > 1:
+        return f"{replicas} replicas × {format_milli(gpu_milli)} GPU, all at once"
+    if gpu_milli > 1000:
+        return f"{format_milli(gpu_milli)} GPU on one node"
+    return f"{format_milli(gpu_milli)} GPU"
+
+
+class _Advisor:
+    """What would start a waiting workload sooner: another class, a smaller request."""
+
+    def __init__(
+        self,
+        *,
+        pools: Mapping[str, Sequence[Pool]],
+        classes: Mapping[str, GpuClassSpec],
+        quotas: Mapping[tuple[str, str], Quota],
+        usage: Mapping[tuple[str, str], int],
+    ) -> None:
+        self.pools = pools
+        self.classes = classes
+        self.quotas = quotas
+        self.usage = usage
+        self._fits: dict[tuple[str, str, int, int, int, int], bool] = {}
+        self._memo: dict[tuple[object, ...], tuple[str, ...]] = {}
+
+    def _headroom(self, team: str, class_name: str) -> int:
+        quota = self.quotas.get((team, class_name))
+        if quota is None:
+            return 0
+        return quota.limit_milli - self.usage.get((team, class_name), 0)
+
+    def starts_now(
+        self, team: str, class_name: str, gpu_milli: int, cpu_milli: int, memory_mib: int
+    ) -> bool:
+        key = (team, class_name, gpu_milli, cpu_milli, memory_mib, self._headroom(team, class_name))
+        if key in self._fits:
+            return self._fits[key]
+        result = False
+        gpu_class = self.classes.get(class_name)
+        if gpu_class is not None and gpu_class.enabled and key[-1] >= gpu_milli:
+            try:
+                demand = replica_demand(
+                    gpu_class, gpu_milli, cpu_milli=cpu_milli, memory_mib=memory_mib
+                )
+            except DemandError:
+                demand = None
+            if demand is not None and not (
+                gpu_milli < 1000 and gpu_class.sharing_mode == catalog_core.SHARING_WHOLE
+            ):
+                result = any(p.find(demand) is not None for p in self.pools.get(class_name, []))
+        self._fits[key] = result
+        return result
+
+    def idle_gpus(self, class_name: str) -> int:
+        return sum(p.free_milli() for p in self.pools.get(class_name, []))
+
+    def advise(self, b: Blocked) -> tuple[str, ...]:
+        w = b.workload
+        memo = (b.kind, w.team, w.gpu_class, w.gpu_milli, w.replicas, w.cpu_milli, w.memory_mib)
+        if memo in self._memo:
+            return self._memo[memo]
+        tips: list[str] = []
+        others = sorted(name for name in self.classes if name != w.gpu_class)
+        if b.kind == "quota":
+            room = [
+                name
+                for name in others
+                if self._headroom(w.team, name) >= w.gpu_milli and self.idle_gpus(name) > 0
+            ]
+            if room:
+                name = room[0]
+                tips.append(
+                    f"Your team is at its limit for {w.gpu_class}; {BATCH} class can use idle "
+                    f"GPUs: {name} has {format_milli(self.idle_gpus(name))} GPU idle and your "
+                    "team has room there."
+                )
+            else:
+                tips.append(
+                    f"Your team is at its limit for {w.gpu_class}: it starts when your team's "
+                    "running work there ends, or a team lead can stop some of it."
+                )
+        elif b.kind == "user":
+            tips.append("Ask a team lead to raise the per-user cap, or stop one of your workloads.")
+        elif b.kind == "capacity" and w.replicas == 1:
+            tries: list[tuple[str, int]] = [(name, w.gpu_milli) for name in others]
+            if w.gpu_milli >= 1000:
+                smaller = (w.gpu_milli // 2000) * 1000 if w.gpu_milli >= 2000 else 500
+                tries = [(w.gpu_class, smaller), *tries, *[(n, smaller) for n in others]]
+            for name, milli in tries:
+                if len(tips) >= 2:
+                    break
+                if self.starts_now(w.team, name, milli, w.cpu_milli, w.memory_mib):
+                    tips.append(f"{format_milli(milli)} GPU of {name} would start now.")
+        result = tuple(tips)
+        self._memo[memo] = result
+        return result

@@ -1,0 +1,409 @@
+"""Placement of replicas on the GPUs of one class in one cluster (a *pool*). Pure.
+
+A pool is the scheduler's working copy of free capacity during one cycle: it is built
+from the node inventory, charged with the running workloads, and then asked for
+placements. Rules (DESIGN.md, issue "Scheduling"):
+
+- a fraction goes onto the GPU, of any node, where the expected fragment measured by
+  :class:`~apps.scheduling.fragmentation.FragModel` grows least — in practice onto a
+  partly used GPU, keeping whole GPUs free. The growth is squashed as the FGD
+  simulator does (100·σ(−growth/scale), whole points): growths within a point of each
+  other count as equal, and then the node that is left fullest (best fit on CPU and GPU)
+  wins, then the first by name. On the Alibaba trace this beats both pure FGD and pure
+  best fit (bench/README.md);
+- a whole or multi-GPU replica takes fully free GPUs of one node;
+- a gang (several replicas) is placed whole in one pool or not at all;
+- MIG requests take a free instance of their profile (fullest GPU first), and
+  time-sliced requests take free replica slots of one GPU.
+
+Nodes whose reduced state is equal (CPU level and sorted GPU states) form a group; a
+group's score for a demand is computed once and reused until the group changes, so a
+placement costs one pass over the distinct states, not over every node.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import insort
+from collections.abc import Sequence
+from typing import Protocol
+
+from apps.catalog import core as catalog_core
+from apps.scheduling.data import GpuClassSpec, NodeSpec, ReplicaPlacement
+from apps.scheduling.fragmentation import STATE_SHIFT, VGPU_MASK, FragModel, replace_state
+from apps.scheduling.units import Demand, units_per_gpu
+
+_MISSING: object = object()
+# A placement found but not yet taken: (comparable score, node index, GPU indices, detail).
+Choice = tuple[tuple[float, ...], int, tuple[int, ...], int | None]
+# Fragment growth (in units) that moves the squashed score by about a quarter point near 0.
+FRAG_SCALE = 500.0
+
+
+class Pool(Protocol):
+    gpu_class: GpuClassSpec
+    cluster: str
+    epoch: int
+
+    def find(self, demand: Demand) -> Choice | None: ...
+
+    def commit(self, choice: Choice, demand: Demand) -> ReplicaPlacement: ...
+
+    def place(self, demand: Demand) -> ReplicaPlacement | None: ...
+
+    def take(self, replica: ReplicaPlacement, cpu_milli: int, memory_mib: int) -> None: ...
+
+    def release(self, replica: ReplicaPlacement, cpu_milli: int, memory_mib: int) -> None: ...
+
+    def free_milli(self) -> int: ...
+
+    def capacity_milli(self) -> int: ...
+
+    def max_gpus_per_node(self) -> int: ...
+
+
+class _Node:
+    __slots__ = ("cpu", "gpus", "group", "idx", "mem", "spec")
+
+    def __init__(self, idx: int, spec: NodeSpec, cap: int) -> None:
+        self.idx = idx
+        self.spec = spec
+        self.cpu = spec.cpu_milli
+        self.mem = spec.memory_mib
+        self.gpus: list[int] = [cap << STATE_SHIFT] * spec.gpu_count
+        self.group: _Group | None = None
+
+
+class _Group:
+    __slots__ = ("cache", "frag", "key", "level", "maxfree", "members", "nfull", "states")
+
+    def __init__(self, key: tuple[int, tuple[int, ...]], frag: float, cap: int) -> None:
+        self.key = key
+        self.level, self.states = key
+        self.members: list[int] = []
+        self.cache: dict[tuple[int, int, int, int], object] = {}
+        self.frag = frag
+        self.maxfree = (self.states[-1] >> STATE_SHIFT) if self.states else 0
+        self.nfull = sum(1 for s in self.states if (s >> STATE_SHIFT) == cap)
+
+
+Score = tuple[float, ...]
+Found = tuple[Score, int, int | None]  # score, node index, chosen GPU state (fractions)
+
+
+class GpuPool:
+    """Whole, time-sliced and HAMi GPUs: each GPU has free units (and, for HAMi, vGPUs)."""
+
+    def __init__(
+        self,
+        gpu_class: GpuClassSpec,
+        cluster: str,
+        nodes: Sequence[NodeSpec],
+        model: FragModel,
+        *,
+        frag_scale: float = FRAG_SCALE,
+    ) -> None:
+        self.gpu_class = gpu_class
+        self.frag_scale = frag_scale
+        self.cluster = cluster
+        self.cap = units_per_gpu(gpu_class)
+        self.model = model
+        # HAMi counts vGPUs per GPU against its split count; without one, only memory counts.
+        split = (
+            gpu_class.hami_split_count
+            if gpu_class.sharing_mode == catalog_core.SHARING_HAMI
+            else None
+        )
+        self.vgpu_step = 1 if split else 0
+        self.split = min(VGPU_MASK, split) if split else VGPU_MASK
+        self.epoch = 0
+        self.nodes = [
+            _Node(i, spec, self.cap) for i, spec in enumerate(sorted(nodes, key=lambda n: n.name))
+        ]
+        self.by_name = {n.spec.name: n for n in self.nodes}
+        # Best-fit tie-break: what is left on the node, each resource relative to the largest.
+        self._cpu_norm = 0.5 / max([n.cpu for n in self.nodes if n.cpu] or [1])
+        self._units_norm = 0.5 / max(1, self.cap * max([len(n.gpus) for n in self.nodes] or [1]))
+        self.groups: dict[tuple[int, tuple[int, ...]], _Group] = {}
+        self._failed: dict[tuple[int, int, int, int], int] = {}
+        for node in self.nodes:
+            self._regroup(node)
+
+    # --- bookkeeping -------------------------------------------------------------------
+    def _regroup(self, node: _Node) -> None:
+        old = node.group
+        if old is not None:
+            old.members.remove(node.idx)
+            old.cache.clear()
+            if not old.members:
+                del self.groups[old.key]
+        key = (self.model.level(node.cpu), tuple(sorted(node.gpus)))
+        group = self.groups.get(key)
+        if group is None:
+            group = _Group(key, self.model.frag(*key), self.cap)
+            self.groups[key] = group
+        insort(group.members, node.idx)
+        group.cache.clear()
+        node.group = group
+
+    def capacity_milli(self) -> int:
+        return sum(len(n.gpus) for n in self.nodes) * 1000
+
+    def free_milli(self) -> int:
+        free_units = sum(s >> STATE_SHIFT for n in self.nodes for s in n.gpus)
+        return free_units * 1000 // self.cap
+
+    def max_gpus_per_node(self) -> int:
+        return max((len(n.gpus) for n in self.nodes), default=0)
+
+    # --- scoring -----------------------------------------------------------------------
+    def _score(self, group: _Group, demand: Demand) -> Found | None:
+        cpu, mem = demand.cpu_milli, demand.memory_mib
+        node = None
+        for idx in group.members:
+            candidate = self.nodes[idx]
+            if candidate.cpu >= cpu and candidate.mem >= mem:
+                node = candidate
+                break
+        if node is None:
+            return None
+        model = self.model
+        level = model.level(node.cpu - cpu)
+        states = group.states
+        units, gpus = demand.units, demand.gpus
+        free_total = sum(s >> STATE_SHIFT for s in states)
+        cpu_left = node.cpu - cpu
+        if gpus == 0:
+            after = model.frag(level, states)
+            return self._rank(after - group.frag, cpu_left, free_total, node.idx), node.idx, None
+        if units >= self.cap:
+            if group.nfull < gpus:
+                return None
+            full = self.cap << STATE_SHIFT
+            used = self.vgpu_step
+            after = model.frag(level, replace_state(states, full, used, gpus))
+            growth = after - group.frag
+            return self._rank(growth, cpu_left, free_total - units * gpus, node.idx), node.idx, None
+        best: tuple[float, int, int] | None = None
+        previous = -1
+        for state in states:
+            if state == previous:
+                continue
+            previous = state
+            free = state >> STATE_SHIFT
+            if free < units or (state & VGPU_MASK) >= self.split:
+                continue
+            new = state - (units << STATE_SHIFT) + self.vgpu_step
+            value = model.frag(level, replace_state(states, state, new))
+            candidate_score = (value, free, state)
+            if best is None or candidate_score < best:
+                best = candidate_score
+        if best is None:
+            return None
+        growth = best[0] - group.frag
+        return self._rank(growth, cpu_left, free_total - units, node.idx), node.idx, best[2]
+
+    def _rank(self, growth: float, cpu_left: int, units_left: int, idx: int) -> Score:
+        """Lower is better: squashed fragment growth, then best fit, then node order."""
+        x = growth / self.frag_scale
+        squashed = int(100.0 / (1.0 + math.exp(min(50.0, max(-50.0, x)))))
+        fit = cpu_left * self._cpu_norm + units_left * self._units_norm
+        return float(-squashed), fit, float(idx)
+
+    def find(self, demand: Demand) -> Choice | None:
+        """The best node and GPUs for one replica, without taking them."""
+        dkey = (demand.units, demand.gpus, demand.cpu_milli, demand.memory_mib)
+        if self._failed.get(dkey) == self.epoch:
+            return None
+        units, gpus = demand.units, demand.gpus
+        best: Found | None = None
+        for group in self.groups.values():
+            if gpus and group.maxfree < units:
+                continue
+            found = group.cache.get(dkey, _MISSING)
+            if found is _MISSING:
+                found = self._score(group, demand)
+                group.cache[dkey] = found
+            if found is None:
+                continue
+            assert isinstance(found, tuple)
+            if best is None or found[0] < best[0]:
+                best = found
+        if best is None:
+            # Capacity only shrinks until something is released: remember the failure.
+            self._failed[dkey] = self.epoch
+            return None
+        node = self.nodes[best[1]]
+        return best[0], node.idx, self._pick_gpus(node, demand, best[2]), best[2]
+
+    def _pick_gpus(self, node: _Node, demand: Demand, state: int | None) -> tuple[int, ...]:
+        if demand.gpus == 0:
+            return ()
+        if state is not None:
+            return (node.gpus.index(state),)
+        full = self.cap << STATE_SHIFT
+        return tuple([i for i, s in enumerate(node.gpus) if s == full][: demand.gpus])
+
+    # --- changes -----------------------------------------------------------------------
+    def place(self, demand: Demand) -> ReplicaPlacement | None:
+        found = self.find(demand)
+        return None if found is None else self.commit(found, demand)
+
+    def commit(self, choice: Choice, demand: Demand) -> ReplicaPlacement:
+        _score, idx, gpus, _state = choice
+        replica = ReplicaPlacement(
+            node=self.nodes[idx].spec.name, gpus=gpus, units=demand.units if gpus else 0
+        )
+        self.take(replica, demand.cpu_milli, demand.memory_mib)
+        return replica
+
+    def take(self, replica: ReplicaPlacement, cpu_milli: int, memory_mib: int) -> None:
+        """Charge a placement (also one made before this cycle). Never below zero."""
+        node = self.by_name.get(replica.node)
+        if node is None:
+            return
+        for g in replica.gpus:
+            if 0 <= g < len(node.gpus):
+                state = node.gpus[g]
+                free = max(0, (state >> STATE_SHIFT) - replica.units)
+                vgpus = min(VGPU_MASK, (state & VGPU_MASK) + self.vgpu_step)
+                node.gpus[g] = (free << STATE_SHIFT) | vgpus
+        node.cpu = max(0, node.cpu - cpu_milli)
+        node.mem = max(0, node.mem - memory_mib)
+        self._regroup(node)
+
+    def release(self, replica: ReplicaPlacement, cpu_milli: int, memory_mib: int) -> None:
+        node = self.by_name.get(replica.node)
+        if node is None:
+            return
+        for g in replica.gpus:
+            if 0 <= g < len(node.gpus):
+                state = node.gpus[g]
+                free = min(self.cap, (state >> STATE_SHIFT) + replica.units)
+                vgpus = max(0, (state & VGPU_MASK) - self.vgpu_step)
+                node.gpus[g] = (free << STATE_SHIFT) | vgpus
+        node.cpu = min(node.spec.cpu_milli, node.cpu + cpu_milli)
+        node.mem = min(node.spec.memory_mib, node.mem + memory_mib)
+        self.epoch += 1
+        self._regroup(node)
+
+    # --- views for tests and reports -----------------------------------------------------
+    def gpu_free_units(self) -> dict[str, list[int]]:
+        return {n.spec.name: [s >> STATE_SHIFT for s in n.gpus] for n in self.nodes}
+
+    def gpu_vgpus(self) -> dict[str, list[int]]:
+        return {n.spec.name: [s & VGPU_MASK for s in n.gpus] for n in self.nodes}
+
+
+class MigPool:
+    """MIG GPUs: each GPU is partitioned into the node's layout of instances."""
+
+    def __init__(self, gpu_class: GpuClassSpec, cluster: str, nodes: Sequence[NodeSpec]) -> None:
+        self.gpu_class = gpu_class
+        self.cluster = cluster
+        self.epoch = 0
+        self.specs = sorted(nodes, key=lambda n: n.name)
+        self.by_name = {n.name: n for n in self.specs}
+        self.cpu = {n.name: n.cpu_milli for n in self.specs}
+        self.mem = {n.name: n.memory_mib for n in self.specs}
+        # node → per GPU → per instance slot: free?
+        self.free: dict[str, list[list[bool]]] = {
+            n.name: [[True] * len(n.mig_layout) for _ in range(n.gpu_count)] for n in self.specs
+        }
+        self._failed: dict[tuple[str | None, int, int], int] = {}
+
+    def capacity_milli(self) -> int:
+        return sum(n.gpu_count for n in self.specs) * 1000
+
+    def _slices(self, profile: str) -> int:
+        match = catalog_core.MIG_PROFILE_RE.match(profile)
+        return int(match.group("slices")) if match else 1
+
+    def free_milli(self) -> int:
+        total = 0
+        for spec in self.specs:
+            slices = [self._slices(p) for p in spec.mig_layout]
+            whole = sum(slices) or 1
+            for gpu in self.free[spec.name]:
+                total += 1000 * sum(s for s, f in zip(slices, gpu, strict=True) if f) // whole
+        return total
+
+    def max_gpus_per_node(self) -> int:
+        return max((n.gpu_count for n in self.specs), default=0)
+
+    def find(self, demand: Demand) -> Choice | None:
+        dkey = (demand.mig_profile, demand.cpu_milli, demand.memory_mib)
+        if self._failed.get(dkey) == self.epoch:
+            return None
+        best: tuple[tuple[int, int, int, int, int], int, int, int] | None = None
+        for idx, spec in enumerate(self.specs):
+            if self.cpu[spec.name] < demand.cpu_milli or self.mem[spec.name] < demand.memory_mib:
+                continue
+            gpus = self.free[spec.name]
+            node_free = sum(sum(1 for f in g if f) for g in gpus)
+            for g, slots in enumerate(gpus):
+                for slot, profile in enumerate(spec.mig_layout):
+                    if slots[slot] and profile == demand.mig_profile:
+                        # Fullest GPU first, then fullest node: keeps whole GPUs' layouts free.
+                        gpu_free = sum(1 for f in slots if f)
+                        score = (gpu_free, node_free, idx, g, slot)
+                        if best is None or score < best[0]:
+                            best = (score, idx, g, slot)
+                        break
+        if best is None:
+            self._failed[dkey] = self.epoch
+            return None
+        return tuple(float(x) for x in best[0]), best[1], (best[2],), best[3]
+
+    def place(self, demand: Demand) -> ReplicaPlacement | None:
+        found = self.find(demand)
+        return None if found is None else self.commit(found, demand)
+
+    def commit(self, choice: Choice, demand: Demand) -> ReplicaPlacement:
+        _score, idx, gpus, slot = choice
+        replica = ReplicaPlacement(
+            node=self.specs[idx].name,
+            gpus=gpus,
+            units=0,
+            mig_profile=demand.mig_profile,
+            mig_slot=slot,
+        )
+        self.take(replica, demand.cpu_milli, demand.memory_mib)
+        return replica
+
+    def _set(self, replica: ReplicaPlacement, free: bool) -> None:
+        gpus = self.free.get(replica.node)
+        if gpus is None or replica.mig_slot is None:
+            return
+        for g in replica.gpus:
+            if 0 <= g < len(gpus) and 0 <= replica.mig_slot < len(gpus[g]):
+                gpus[g][replica.mig_slot] = free
+
+    def take(self, replica: ReplicaPlacement, cpu_milli: int, memory_mib: int) -> None:
+        if replica.node not in self.by_name:
+            return
+        self._set(replica, False)
+        self.cpu[replica.node] = max(0, self.cpu[replica.node] - cpu_milli)
+        self.mem[replica.node] = max(0, self.mem[replica.node] - memory_mib)
+
+    def release(self, replica: ReplicaPlacement, cpu_milli: int, memory_mib: int) -> None:
+        spec = self.by_name.get(replica.node)
+        if spec is None:
+            return
+        self._set(replica, True)
+        self.cpu[replica.node] = min(spec.cpu_milli, self.cpu[replica.node] + cpu_milli)
+        self.mem[replica.node] = min(spec.memory_mib, self.mem[replica.node] + memory_mib)
+        self.epoch += 1
+
+
+def place_gang(pool: Pool, demand: Demand, replicas: int) -> tuple[ReplicaPlacement, ...] | None:
+    """All replicas in ``pool``, or none: a partial gang is undone before returning."""
+    placed: list[ReplicaPlacement] = []
+    for _ in range(replicas):
+        replica = pool.place(demand)
+        if replica is None:
+            for done in reversed(placed):
+                pool.release(done, demand.cpu_milli, demand.memory_mib)
+            return None
+        placed.append(replica)
+    return tuple(placed)

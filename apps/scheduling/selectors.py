@@ -1,0 +1,253 @@
+"""Reads for the scheduler: the snapshot a cycle decides on, and submit-time checks."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Q
+
+from apps.accounts.models import Team
+from apps.catalog.models import ClusterNode, GpuClass
+from apps.quotas.models import TeamQuota
+from apps.scheduling import feasibility
+from apps.scheduling.data import (
+    GpuClassSpec,
+    NodeSpec,
+    Placement,
+    PreemptedWorkload,
+    Quota,
+    ReplicaPlacement,
+    RunningWorkload,
+    Snapshot,
+    WaitingWorkload,
+)
+from apps.scheduling.fairshare import UsageInterval, decayed_usage
+from apps.workloads import core as workload_core
+from apps.workloads.models import Workload
+
+# Past usage older than this many half-lives weighs under 2%: not worth reading.
+HISTORY_HALF_LIVES = 6
+
+
+def class_spec(gpu_class: GpuClass) -> GpuClassSpec:
+    return GpuClassSpec(
+        name=gpu_class.name,
+        sharing_mode=gpu_class.sharing_mode,
+        memory_mib=gpu_class.memory_mib,
+        timeslice_replicas=gpu_class.timeslice_replicas,
+        mig_profiles=tuple(gpu_class.mig_profiles or ()),
+        hami_split_count=gpu_class.hami_split_count,
+        enabled=gpu_class.enabled,
+    )
+
+
+def node_specs(gpu_class: GpuClass | None = None) -> list[NodeSpec]:
+    """Schedulable, ready GPU nodes of enabled clusters, as the scheduler sees them."""
+    qs = ClusterNode.objects.filter(
+        cluster__enabled=True, gpu_class__isnull=False, schedulable=True, ready=True
+    ).select_related("cluster", "gpu_class")
+    if gpu_class is not None:
+        qs = qs.filter(gpu_class=gpu_class)
+    return [
+        NodeSpec(
+            name=n.name,
+            cluster=n.cluster.name,
+            gpu_class=n.gpu_class.name if n.gpu_class else "",
+            gpu_count=n.gpu_count,
+            cpu_milli=n.cpu_milli,
+            memory_mib=n.memory_mib,
+            mig_layout=tuple(n.mig_layout or ()),
+            gpu_uuids=tuple(n.gpu_uuids or ()),
+        )
+        for n in qs.order_by("cluster__name", "name")
+    ]
+
+
+def quota_spec(quota: TeamQuota) -> Quota:
+    return Quota(
+        team=quota.team.name,
+        gpu_class=quota.gpu_class.name,
+        guaranteed_milli=quota.guaranteed_milli,
+        limit_milli=quota.limit_milli,
+        per_user_cap_milli=quota.per_user_cap_milli,
+    )
+
+
+def placement_from_json(data: Any) -> Placement | None:
+    """The stored placement (see :func:`placement_to_json`), or None if absent or malformed."""
+    if not isinstance(data, dict) or not isinstance(data.get("replicas"), list):
+        return None
+    try:
+        replicas = tuple(
+            ReplicaPlacement(
+                node=str(r["node"]),
+                gpus=tuple(int(g) for g in r.get("gpus", [])),
+                units=int(r.get("units", 0)),
+                mig_profile=r.get("mig_profile"),
+                mig_slot=r.get("mig_slot"),
+            )
+            for r in data["replicas"]
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    return Placement(cluster=str(data.get("cluster", "")), replicas=replicas)
+
+
+def placement_to_json(
+    placement: Placement, *, gpu_uuids: dict[tuple[str, str], tuple[str, ...]]
+) -> dict[str, Any]:
+    """The placement orchestration reads: per replica the node, GPU indices and UUIDs."""
+    replicas = []
+    for r in placement.replicas:
+        uuids = gpu_uuids.get((placement.cluster, r.node), ())
+        replicas.append(
+            {
+                "node": r.node,
+                "gpus": list(r.gpus),
+                "gpu_uuids": [uuids[g] for g in r.gpus if g < len(uuids)],
+                "units": r.units,
+                "mig_profile": r.mig_profile,
+                "mig_slot": r.mig_slot,
+            }
+        )
+    return {"cluster": placement.cluster, "replicas": replicas}
+
+
+def _running(w: Workload, now: datetime) -> RunningWorkload:
+    return RunningWorkload(
+        id=w.pk,
+        team=w.team.name,
+        owner=w.owner.get_username(),
+        gpu_class=w.gpu_class.name,
+        priority=w.priority_class,
+        gpu_milli=w.gpu_milli,
+        replicas=w.replicas,
+        admitted_at=w.admitted_at or w.created_at or now,
+        placement=placement_from_json(w.placement),
+        borrowed=w.borrowed,
+        cpu_milli=w.cpu_milli,
+        memory_mib=w.memory_mib,
+        max_runtime_seconds=w.max_runtime_seconds,
+        name=w.name,
+        requeue_on_preemption=w.requeue_on_preemption,
+    )
+
+
+def _waiting(w: Workload) -> WaitingWorkload:
+    return WaitingWorkload(
+        id=w.pk,
+        team=w.team.name,
+        owner=w.owner.get_username(),
+        gpu_class=w.gpu_class.name,
+        priority=w.priority_class,
+        gpu_milli=w.gpu_milli,
+        replicas=w.replicas,
+        submitted_at=w.queued_at or w.created_at,
+        cpu_milli=w.cpu_milli,
+        memory_mib=w.memory_mib,
+        max_runtime_seconds=w.max_runtime_seconds,
+        name=w.name,
+    )
+
+
+def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str], float]:
+    """Decayed average allocation per (team, class) over the recent past."""
+    since = now - timedelta(seconds=half_life_seconds * HISTORY_HALF_LIVES)
+    rows = (
+        Workload.objects.filter(admitted_at__isnull=False)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
+        .values_list(
+            "team__name",
+            "gpu_class__name",
+            "gpu_milli",
+            "replicas",
+            "admitted_at",
+            "finished_at",
+            "preempted_at",
+            "state",
+        )
+    )
+    intervals = []
+    for team, gpu_class, milli, replicas, admitted, finished, preempted, state in rows:
+        if admitted is None:
+            continue
+        if state in workload_core.ACTIVE_STATES:
+            end = None
+        elif finished is not None:
+            end = finished
+        elif preempted is not None and preempted >= admitted:
+            end = preempted
+        else:
+            continue  # waiting again, never ran since: nothing to count
+        intervals.append(UsageInterval(team, gpu_class, milli * replicas, admitted, end))
+    return decayed_usage(intervals, now=now, half_life_seconds=half_life_seconds)
+
+
+def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
+    """Everything one cycle decides on, read in a handful of queries."""
+    related = ("team", "owner", "gpu_class")
+    running = [
+        _running(w, now)
+        for w in Workload.objects.filter(state__in=workload_core.ACTIVE_STATES)
+        .select_related(*related)
+        .order_by("id")
+    ]
+    waiting = [
+        _waiting(w)
+        for w in Workload.objects.filter(state__in=workload_core.WAITING_STATES)
+        .select_related(*related)
+        .order_by("id")
+    ]
+    preempted = [
+        PreemptedWorkload(id=pk, preempted_at=at or now, requeue=requeue)
+        for pk, at, requeue in Workload.objects.filter(state=workload_core.PREEMPTED)
+        .order_by("id")
+        .values_list("id", "preempted_at", "requeue_on_preemption")
+    ]
+    return Snapshot(
+        now=now,
+        classes=tuple(class_spec(c) for c in GpuClass.objects.order_by("name")),
+        nodes=tuple(node_specs()),
+        running=tuple(running),
+        waiting=tuple(waiting),
+        quotas=tuple(
+            quota_spec(q)
+            for q in TeamQuota.objects.select_related("team", "gpu_class").order_by("id")
+        ),
+        past_usage_milli=past_usage(now=now, half_life_seconds=half_life_seconds),
+        preempted=tuple(preempted),
+    )
+
+
+def submission_problems(
+    *,
+    team: Team,
+    gpu_class: GpuClass,
+    gpu_milli: int,
+    replicas: int,
+    cpu_milli: int | None = None,
+    memory_mib: int | None = None,
+) -> dict[str, str]:
+    """Field → message for a request no cycle could ever admit (see feasibility.py)."""
+    if not isinstance(gpu_milli, int) or not isinstance(replicas, int):
+        return {}
+    quota = (
+        TeamQuota.objects.select_related("team", "gpu_class")
+        .filter(team=team, gpu_class=gpu_class)
+        .first()
+    )
+    defaults = {
+        f.name: f.default for f in Workload._meta.fields if f.name in ("cpu_milli", "memory_mib")
+    }
+    return feasibility.request_problems(
+        gpu_class=class_spec(gpu_class),
+        gpu_milli=gpu_milli,
+        replicas=replicas,
+        cpu_milli=cpu_milli if cpu_milli is not None else int(defaults["cpu_milli"]),
+        memory_mib=memory_mib if memory_mib is not None else int(defaults["memory_mib"]),
+        nodes=node_specs(gpu_class),
+        quota=quota_spec(quota) if quota else None,
+        team=team.name,
+        other_classes=[class_spec(c) for c in GpuClass.objects.exclude(pk=gpu_class.pk)],
+    )

@@ -1,0 +1,201 @@
+"""The scheduling cycle: load a snapshot, call the pure core, persist the decisions."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.catalog.models import Cluster
+from apps.scheduling import core, handoff, selectors
+from apps.scheduling.data import BATCH, DEVELOPMENT, PRODUCTION, TRAINING, CycleResult, Policy
+from apps.workloads import core as workload_core
+from apps.workloads.models import Workload
+from apps.workloads.services import workload_transition
+
+log = logging.getLogger(__name__)
+
+# Key of the PostgreSQL advisory lock that serialises cycles across workers and threads.
+CYCLE_LOCK_KEY = 0x6770_7363  # "gpsc"
+WAITING_FIELDS = ["queue_position", "estimated_start_at", "last_reason", "scheduling_advice"]
+
+
+@dataclass(frozen=True)
+class CycleRun:
+    admitted: tuple[int, ...]
+    preempted: tuple[int, ...]
+    requeued: tuple[int, ...]
+    rejected: tuple[int, ...]
+    waiting: int
+    result: CycleResult
+
+
+def scheduling_policy() -> Policy:
+    return Policy(
+        min_runtime_seconds={
+            PRODUCTION: 0,
+            TRAINING: settings.SCHEDULING_MIN_RUNTIME_TRAINING_SECONDS,
+            DEVELOPMENT: settings.SCHEDULING_MIN_RUNTIME_DEVELOPMENT_SECONDS,
+            BATCH: settings.SCHEDULING_MIN_RUNTIME_BATCH_SECONDS,
+        },
+        grace_seconds=settings.SCHEDULING_PREEMPTION_GRACE_SECONDS,
+    )
+
+
+def _lock_cycle() -> None:
+    """Serialise cycles: at most one decides at a time, on data committed before it began.
+
+    The race it prevents: two cycles (after two concurrent submissions, or a submission
+    and beat) each read the same free quota and capacity, and each admit into it — the
+    team overshoots its limit and GPUs are double-booked. The transaction-scoped advisory
+    lock makes the second cycle wait until the first has committed; its snapshot, read
+    after the lock, sees the first one's admissions. SQLite (the zero-setup dev default)
+    runs its transactions with ``BEGIN IMMEDIATE`` (settings), which already serialises
+    writers, so nothing more is needed there.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '60s'")
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CYCLE_LOCK_KEY])
+
+
+def scheduling_cycle_run(*, now: datetime | None = None) -> CycleRun:
+    """Run one scheduling cycle and persist its decisions in one transaction."""
+    with transaction.atomic():
+        _lock_cycle()
+        now = now or timezone.now()
+        snapshot = selectors.scheduling_snapshot(
+            now=now, half_life_seconds=settings.SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS
+        )
+        result = core.schedule(snapshot, scheduling_policy())
+        uuids = {(n.cluster, n.name): n.gpu_uuids for n in snapshot.nodes}
+        run = _persist(result, now=now, uuids=uuids)
+        decisions = handoff.Decisions(
+            admitted_ids=run.admitted, preempted_ids=run.preempted, requeued_ids=run.requeued
+        )
+        transaction.on_commit(lambda: handoff.decisions_hand_off(decisions))
+    return run
+
+
+def _persist(
+    result: CycleResult, *, now: datetime, uuids: dict[tuple[str, str], tuple[str, ...]]
+) -> CycleRun:
+    ids = {a.workload_id for a in result.admissions}
+    ids |= {p.workload_id for p in result.preemptions}
+    ids |= {w.workload_id for w in result.waiting}
+    ids |= {r.workload_id for r in result.requeues}
+    ids |= {r.workload_id for r in result.rejections}
+    rows = Workload.objects.in_bulk(sorted(ids))
+    clusters = {c.name: c for c in Cluster.objects.all()}
+
+    rejected = []
+    for rejection in result.rejections:
+        w = rows.get(rejection.workload_id)
+        if w is not None and workload_transition(
+            workload=w,
+            to_state=workload_core.FAILED,
+            reason=f"Cannot run as asked: {rejection.reason}",
+            extra={"queue_position": None, "estimated_start_at": None},
+        ):
+            rejected.append(w.pk)
+
+    # Everything the cycle has looked at has left ``pending``.
+    looked_at = [a.workload_id for a in result.admissions] + [i.workload_id for i in result.waiting]
+    for workload_id in looked_at:
+        w = rows.get(workload_id)
+        if w is not None and w.state == workload_core.PENDING:
+            workload_transition(
+                workload=w, to_state=workload_core.QUEUED, reason="Queued for a GPU."
+            )
+
+    preempted = []
+    for p in result.preemptions:
+        w = rows.get(p.workload_id)
+        if w is not None and workload_transition(
+            workload=w,
+            to_state=workload_core.PREEMPTED,
+            reason=p.reason,
+            extra={"preempted_at": now, "borrowed": False},
+        ):
+            preempted.append(w.pk)
+
+    admitted = []
+    for a in result.admissions:
+        w = rows.get(a.workload_id)
+        if w is None:
+            continue
+        extra: dict[str, Any] = {
+            "placement": selectors.placement_to_json(a.placement, gpu_uuids=uuids),
+            "cluster": clusters.get(a.placement.cluster),
+            "borrowed": a.borrowed,
+            "admitted_at": now,
+            "queue_position": None,
+            "estimated_start_at": None,
+            "scheduling_advice": [],
+        }
+        # A lost race (the user cancelled meanwhile) leaves the capacity to the next cycle.
+        if workload_transition(
+            workload=w,
+            to_state=workload_core.ADMITTED,
+            reason=a.reason,
+            expected_from=workload_core.QUEUED,
+            extra=extra,
+        ):
+            admitted.append(w.pk)
+
+    requeued = []
+    for r in result.requeues:
+        w = rows.get(r.workload_id)
+        if w is not None and workload_transition(
+            workload=w,
+            to_state=workload_core.QUEUED,
+            reason=r.reason,
+            expected_from=workload_core.PREEMPTED,
+            extra={"placement": {}, "cluster": None},
+        ):
+            requeued.append(w.pk)
+
+    changed: list[Workload] = []
+    for info in result.waiting:
+        w = rows.get(info.workload_id)
+        if w is None or w.state not in workload_core.WAITING_STATES:
+            continue
+        values = {
+            "queue_position": info.position,
+            "estimated_start_at": info.estimated_start,
+            "last_reason": info.reason[:500],
+            "scheduling_advice": list(info.advice),
+        }
+        if any(getattr(w, f) != v for f, v in values.items()):
+            for f, v in values.items():
+                setattr(w, f, v)
+            changed.append(w)
+    if changed:
+        Workload.objects.bulk_update(changed, WAITING_FIELDS, batch_size=500)
+
+    for workload_id, borrowed in result.borrowed_changes:
+        Workload.objects.filter(pk=workload_id, state__in=workload_core.ACTIVE_STATES).update(
+            borrowed=borrowed
+        )
+    if admitted or preempted or requeued or rejected:
+        log.info(
+            "scheduling cycle: %d admitted, %d preempted, %d requeued, %d rejected, %d waiting",
+            len(admitted),
+            len(preempted),
+            len(requeued),
+            len(rejected),
+            len(result.waiting),
+        )
+    return CycleRun(
+        admitted=tuple(admitted),
+        preempted=tuple(preempted),
+        requeued=tuple(requeued),
+        rejected=tuple(rejected),
+        waiting=len(result.waiting),
+        result=result,
+    )

@@ -1,0 +1,41 @@
+"""Celery tasks of the scheduler: thin, they call one service."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Task, shared_task
+from django.db import OperationalError
+
+from apps.scheduling.services import scheduling_cycle_run
+
+log = logging.getLogger(__name__)
+
+
+class _CycleTask(Task):
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        # Nothing is lost: the next cycle (beat, or the next submission) decides again.
+        log.error("scheduling cycle %s failed: %s", task_id, exc)
+
+
+@shared_task(
+    name="scheduling.run_cycle",
+    base=_CycleTask,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    retry_backoff_max=30,
+    max_retries=3,
+    ignore_result=True,
+)
+def run_cycle() -> dict[str, int]:
+    run = scheduling_cycle_run()
+    return {
+        "admitted": len(run.admitted),
+        "preempted": len(run.preempted),
+        "requeued": len(run.requeued),
+        "rejected": len(run.rejected),
+        "waiting": run.waiting,
+    }
