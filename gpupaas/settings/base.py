@@ -215,6 +215,19 @@ NOTEBOOK_HOST = env_str("NOTEBOOK_HOST", "")
 NOTEBOOK_INGRESS_NAMESPACE = env_str("NOTEBOOK_INGRESS_NAMESPACE", "ingress-nginx")
 NOTEBOOK_HOME_SIZE = env_str("NOTEBOOK_HOME_SIZE", "20Gi")
 
+# --- Telemetry (DCGM metrics from Prometheus, accounting, idle policy) -------------------------
+# On when PROMETHEUS_URL is given (or TELEMETRY_ENABLED=true). Idle durations are defaults for
+# GPU classes and teams without their own idle policy (admin → telemetry → idle policies).
+PROMETHEUS_URL = env_optional_str("PROMETHEUS_URL") or ""
+TELEMETRY_ENABLED = env_bool("TELEMETRY_ENABLED", bool(PROMETHEUS_URL))
+TELEMETRY_INGEST_SECONDS = env_int("TELEMETRY_INGEST_SECONDS", 60, minimum=1)
+TELEMETRY_NODE_HEALTH_SECONDS = env_int("TELEMETRY_NODE_HEALTH_SECONDS", 300, minimum=10)
+TELEMETRY_PROMETHEUS_TIMEOUT_SECONDS = env_int("TELEMETRY_PROMETHEUS_TIMEOUT_SECONDS", 10, minimum=1)
+TELEMETRY_IDLE_THRESHOLD_PERCENT = env_int("TELEMETRY_IDLE_THRESHOLD_PERCENT", 5, minimum=0)
+TELEMETRY_IDLE_WARN_SECONDS = env_int("TELEMETRY_IDLE_WARN_SECONDS", 20 * 60, minimum=1)
+TELEMETRY_IDLE_SUSPEND_SECONDS = env_int("TELEMETRY_IDLE_SUSPEND_SECONDS", 30 * 60, minimum=1)
+TELEMETRY_IDLE_FLAG_SECONDS = env_int("TELEMETRY_IDLE_FLAG_SECONDS", 60 * 60, minimum=1)
+
 # --- REST API --------------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
