@@ -154,3 +154,24 @@ class WorkloadEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_state or '∅'} → {self.to_state}: {self.reason}"
+
+
+class IdempotencyKey(models.Model):
+    """An API client's Idempotency-Key for a workload submission: a retried POST with the same
+    key returns the workload the first one created instead of submitting twice."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(
+        max_length=64, help_text="SHA-256 of the request body the key was first used with."
+    )
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} → workload #{self.workload_id}"
