@@ -1,16 +1,27 @@
-"""One error shape for the whole API: {"code", "message", "fields"}."""
+"""What every API endpoint shares: one error shape {"code", "message", "fields"}, the per-token
+rate limit, pagination, and the pieces of the OpenAPI description that say so."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from django.conf import settings
+from django.core.cache import caches
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from rest_framework import exceptions, status
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
+from rest_framework import exceptions, serializers, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from apps.accounts.models import ApiToken
+from gpupaas.http import client_ip
 
 
 def _flatten(detail: Any) -> dict[str, list[str]]:
@@ -57,5 +68,137 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             "message": str(text),
             "fields": {},
         }
+    if isinstance(exc, exceptions.Throttled):
+        # DRF writes "0" for waits under a second; a client must always wait at least 1 s.
+        wait = getattr(exc, "wait", None) or 1
+        response["Retry-After"] = str(max(1, math.ceil(wait)))
     response.data = body
     return response
+
+
+def error_body(*, code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict:
+    """The error shape, for the few answers built outside DRF (middleware, streaming)."""
+    return {"code": code, "message": message, "fields": fields or {}}
+
+
+class Conflict(exceptions.APIException):
+    """The request is valid but the resource is not in a state that allows it now."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state of the resource."
+    default_code = "conflict"
+
+
+# --- rate limiting ---------------------------------------------------------------------------
+
+
+class TokenRateThrottle(SimpleRateThrottle):
+    """API_RATE_LIMIT per personal token; per user for portal sessions; per address for
+    anonymous callers (who get 401 anyway, but must not be able to hammer the token lookup).
+
+    Counters live in the ``api-throttle`` cache: per process by default, shared through Redis
+    with API_RATE_LIMIT_STORE=redis.
+    """
+
+    scope = "api"
+
+    def __init__(self) -> None:
+        self.cache = caches["api-throttle"]
+        super().__init__()
+
+    def get_rate(self) -> str:
+        # Read at request time, so a test (or an operator's override) takes effect at once.
+        return str(settings.API_RATE_LIMIT)
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        if isinstance(request.auth, ApiToken):
+            ident = f"token:{request.auth.pk}"
+        elif request.user and request.user.is_authenticated:
+            ident = f"user:{request.user.pk}"
+        else:
+            ident = f"ip:{client_ip(request) or 'unknown'}"
+        return f"throttle:{self.scope}:{ident}"
+
+
+# --- pagination ------------------------------------------------------------------------------
+
+
+class PagePagination(PageNumberPagination):
+    """``?page=N&page_size=M`` (default API_PAGE_SIZE, at most API_MAX_PAGE_SIZE)."""
+
+    page_size_query_param = "page_size"
+
+    def __init__(self) -> None:
+        self.page_size = settings.API_PAGE_SIZE
+        self.max_page_size = settings.API_MAX_PAGE_SIZE
+
+
+# --- OpenAPI ---------------------------------------------------------------------------------
+
+ERROR_SERIALIZER = inline_serializer(
+    name="Error",
+    fields={
+        "code": serializers.CharField(help_text="Machine-readable, e.g. not_found, invalid."),
+        "message": serializers.CharField(help_text="What went wrong, in words for people."),
+        "fields": serializers.DictField(
+            child=serializers.ListField(child=serializers.CharField()),
+            help_text="Per-field messages for invalid input; empty otherwise.",
+        ),
+    },
+)
+
+_ERROR_EXAMPLES: dict[int, tuple[str, str, dict[str, list[str]]]] = {
+    400: (
+        "invalid",
+        "gpu_milli: More than one GPU per replica must be whole GPUs (2000, 3000, …), not 1500.",
+        {
+            "gpu_milli": [
+                "More than one GPU per replica must be whole GPUs (2000, 3000, …), not 1500."
+            ]
+        },
+    ),
+    401: ("not_authenticated", "Authentication credentials were not provided.", {}),
+    403: (
+        "permission_denied",
+        "This token has the read scope only; create a token with the write scope.",
+        {},
+    ),
+    404: ("not_found", "Not found.", {}),
+    409: ("conflict", "No pod is running for this workload, so there are no logs yet.", {}),
+    413: ("too_large", "The request body is larger than 1048576 bytes.", {}),
+    429: ("throttled", "Request was throttled. Expected available in 12 seconds.", {}),
+}
+
+_ERROR_DESCRIPTIONS = {
+    400: "Invalid input; `fields` names each problem.",
+    401: "No valid token or session.",
+    403: "Not allowed: a read-only token writing, or not the owner, a team lead or an admin.",
+    404: "No such object, or it belongs to a team you are not in.",
+    409: "Not possible in the object's current state.",
+    413: "The request body is too large.",
+    429: "Rate limit reached; retry after the seconds in Retry-After.",
+}
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    """OpenAPI responses for these error statuses (401 and 429 are always possible)."""
+    wanted = sorted({401, 429, *codes})
+    return {
+        c: OpenApiResponse(
+            response=ERROR_SERIALIZER,
+            description=_ERROR_DESCRIPTIONS[c],
+            examples=[
+                OpenApiExample(
+                    f"error {c}",
+                    value=error_body(
+                        code=_ERROR_EXAMPLES[c][0],
+                        message=_ERROR_EXAMPLES[c][1],
+                        fields=_ERROR_EXAMPLES[c][2],
+                    ),
+                    response_only=True,
+                    status_codes=[str(c)],
+                )
+            ],
+        )
+        for c in wanted
+    }

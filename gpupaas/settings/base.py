@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -33,6 +34,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
     "mozilla_django_oidc",
     "django_prometheus",
     "apps.accounts",
@@ -47,6 +49,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "gpupaas.middleware.ApiBodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -229,6 +232,39 @@ TELEMETRY_IDLE_SUSPEND_SECONDS = env_int("TELEMETRY_IDLE_SUSPEND_SECONDS", 30 * 
 TELEMETRY_IDLE_FLAG_SECONDS = env_int("TELEMETRY_IDLE_FLAG_SECONDS", 60 * 60, minimum=1)
 
 # --- REST API --------------------------------------------------------------------------------
+# Per-token rate limit (per user for portal sessions, per address otherwise), in DRF's
+# "<count>/<sec|min|hour|day>" form; answered with 429 and Retry-After.
+API_RATE_LIMIT = env_str("API_RATE_LIMIT", "600/min")
+if not re.fullmatch(r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)", API_RATE_LIMIT):
+    raise ImproperlyConfigured(
+        f"API_RATE_LIMIT={API_RATE_LIMIT!r} is not a rate such as 600/min or 20/sec."
+    )
+# Where the rate-limit counters live: "local" (per process) or "redis" (shared by every
+# web process, at REDIS_URL).
+API_RATE_LIMIT_STORE = env_str("API_RATE_LIMIT_STORE", "local")
+if API_RATE_LIMIT_STORE not in ("local", "redis"):
+    raise ImproperlyConfigured(
+        f"API_RATE_LIMIT_STORE={API_RATE_LIMIT_STORE!r} must be local or redis."
+    )
+# Request bodies above this size are refused with 413 before they are read.
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
+API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1)
+API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 200, minimum=1)
+# How long a retried POST with the same Idempotency-Key returns the first result.
+API_IDEMPOTENCY_TTL_SECONDS = env_int("API_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, minimum=60)
+
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "api-throttle": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if API_RATE_LIMIT_STORE == "redis"
+        else {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "api-throttle",
+        }
+    ),
+}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "apps.accounts.authentication.ApiTokenAuthentication",
@@ -238,8 +274,35 @@ REST_FRAMEWORK = {
         "rest_framework.permissions.IsAuthenticated",
         "apps.accounts.authentication.TokenScopePermission",
     ],
+    "DEFAULT_THROTTLE_CLASSES": ["gpupaas.api.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"api": API_RATE_LIMIT},
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "gpupaas.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "gpupaas API",
+    "DESCRIPTION": (
+        "Self-service GPUs: submit notebooks, training jobs and sweeps, follow them, and see "
+        "your teams' quotas. Authenticate with a personal token "
+        "(`Authorization: Bearer gpp_…`, created in the portal under API tokens); a token "
+        "with the read scope may only read. Every error has the same shape: "
+        '`{"code", "message", "fields"}`.'
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "WorkloadStateEnum": "apps.workloads.models.Workload.State",
+        "WorkloadKindEnum": "apps.workloads.models.Workload.Kind",
+        "PriorityClassEnum": "apps.workloads.models.Workload.Priority",
+    },
 }
 
 # --- metrics ---------------------------------------------------------------------------------
