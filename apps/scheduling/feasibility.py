@@ -77,12 +77,14 @@ def request_problems(
     if limit <= 0:
         errors["gpu_class"] = f"{team} has no quota for {gpu_class.name}; ask a platform admin."
     elif total > limit:
-        errors["gpu_milli"] = (
+        errors.setdefault("gpu_milli", "")
+        errors["gpu_milli"] = errors["gpu_milli"] or (
             f"This asks for {format_milli(total)} GPU of {gpu_class.name}, more than "
             f"{team}'s limit of {format_milli(limit)} GPU."
         )
     elif quota and quota.per_user_cap_milli is not None and total > quota.per_user_cap_milli:
-        errors["gpu_milli"] = (
+        errors.setdefault("gpu_milli", "")
+        errors["gpu_milli"] = errors["gpu_milli"] or (
             f"This asks for {format_milli(total)} GPU of {gpu_class.name}, more than the "
             f"per-user cap of {format_milli(quota.per_user_cap_milli)} GPU in {team}."
         )
