@@ -175,3 +175,38 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} → workload #{self.workload_id}"
+
+
+class RequestTemplate(models.Model):
+    """A named request a user saved to start from later; shared with a team when it has one."""
+
+    name = models.CharField(max_length=100)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="request_templates"
+    )
+    team = models.ForeignKey(
+        Team,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="request_templates",
+        help_text="Shared with this team's members; empty: only its owner sees it.",
+    )
+    kind = models.CharField(max_length=16, choices=Workload.Kind.choices)
+    values = models.JSONField(
+        default=dict, blank=True, help_text="The request form's fields as the user typed them."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "kind", "name"], name="request_template_unique_name"
+            ),
+        ]
+        indexes = [models.Index(fields=["team", "kind"], name="request_template_team_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"

@@ -11,7 +11,7 @@ from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
 from apps.scheduling.selectors import submission_problems
 from apps.workloads import core
-from apps.workloads.models import Workload, WorkloadEvent
+from apps.workloads.models import RequestTemplate, Workload, WorkloadEvent
 from gpupaas.queue import enqueue_on_commit
 
 
@@ -241,3 +241,63 @@ def workload_clone(
         source_ip=source_ip,
         **values,
     )
+
+
+# --- request templates (the portal's "save as template" / "start from a template") -------------
+
+
+def request_template_save(
+    *,
+    actor: User,
+    name: str,
+    kind: str,
+    values: dict[str, str],
+    team: Team | None = None,
+    source_ip: str | None = None,
+) -> RequestTemplate:
+    """Save a request under a name; saving again under the same name replaces it.
+
+    With ``team`` the template is shared with that team's members (the actor must be one).
+    """
+    name = name.strip()
+    errors: dict[str, str] = {}
+    if not name:
+        errors["name"] = "Give the template a name."
+    if kind not in core.DEFAULT_PRIORITY:
+        errors["kind"] = f"Unknown kind of workload: {kind!r}."
+    if (
+        team is not None
+        and not actor.is_staff
+        and not Membership.objects.filter(user=actor, team=team).exists()
+    ):
+        errors["team"] = "You can share templates only with your own teams."
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        template, created = RequestTemplate.objects.update_or_create(
+            owner=actor,
+            kind=kind,
+            name=name[:100],
+            defaults={"values": dict(values), "team": team},
+        )
+        audit_record(
+            actor=actor,
+            action="request_template.save",
+            obj=template,
+            source_ip=source_ip,
+            details={"created": created, "shared_with": team.slug if team else None},
+        )
+    return template
+
+
+def request_template_delete(
+    *, actor: User, template: RequestTemplate, source_ip: str | None = None
+) -> None:
+    """Delete a template. Its owner and admins may; teammates it is shared with may not."""
+    if not (actor.is_staff or template.owner_id == actor.pk):
+        raise PermissionDenied("Only the template's owner may delete it.")
+    with transaction.atomic():
+        audit_record(
+            actor=actor, action="request_template.delete", obj=template, source_ip=source_ip
+        )
+        template.delete()
