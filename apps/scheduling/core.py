@@ -22,6 +22,7 @@ from apps.catalog import core as catalog_core
 from apps.quotas.core import format_milli
 from apps.scheduling import estimate
 from apps.scheduling.data import (
+    PRODUCTION,
     RULE_PRIORITY,
     Admission,
     CycleResult,
@@ -42,7 +43,7 @@ from apps.scheduling.data import (
 from apps.scheduling.fairshare import order_key, share_ratio
 from apps.scheduling.fragmentation import FragModel, default_typical, typical_from_requests
 from apps.scheduling.placement import GpuPool, MigPool, Pool, place_gang
-from apps.scheduling.preemption import cheapest_set, legal_rule
+from apps.scheduling.preemption import cheapest_set, legal_rule, past_minimum_runtime
 from apps.scheduling.units import Demand, DemandError, replica_demand, units_per_gpu
 
 BLOCK_QUOTA = "quota"
@@ -118,6 +119,11 @@ class _Cycle:
         self._waiting_count: dict[str, int] = defaultdict(int)
         self._seen_count: dict[str, int] = defaultdict(int)
         self._preempt_failed: set[tuple[object, ...]] = set()
+        self._ratios: dict[tuple[str, str], float] = {}
+        # Running workloads that may be preempted at all (not production, past their
+        # minimum runtime), indexed the two ways the rules look them up.
+        self._preemptible_own: dict[tuple[str, str], dict[int, RunningWorkload]] = defaultdict(dict)
+        self._preemptible_borrowed: dict[str, dict[int, RunningWorkload]] = defaultdict(dict)
 
     # --- setup -----------------------------------------------------------------------
     def _typical(self) -> dict[str, tuple[TypicalRequest, ...]]:
@@ -141,6 +147,12 @@ class _Cycle:
     def _charge_running(self) -> None:
         for r in sorted(self.s.running, key=lambda r: r.id):
             self.running[r.id] = r
+            if r.priority != PRODUCTION and past_minimum_runtime(
+                r, now=self.now, policy=self.policy
+            ):
+                self._preemptible_own[(r.team, r.gpu_class)][r.id] = r
+                if r.borrowed:
+                    self._preemptible_borrowed[r.gpu_class][r.id] = r
             self.usage[(r.team, r.gpu_class)] += r.total_milli
             self.user_usage[(r.owner, r.team, r.gpu_class)] += r.total_milli
             pool = self._pool(r.gpu_class, r.placement.cluster if r.placement else None)
@@ -176,9 +188,9 @@ class _Cycle:
         while heap:
             key, wid = heapq.heappop(heap)
             w = by_id[wid]
-            fresh = self._key(w)
-            if fresh > key:  # the team's share grew since it was queued: re-sort lazily
-                heapq.heappush(heap, (fresh, wid))
+            ratio = self._ratio(w.team, w.gpu_class)
+            if ratio > key[1]:  # the team's share grew since it was queued: re-sort lazily
+                heapq.heappush(heap, ((key[0], ratio, key[2], key[3]), wid))
                 continue
             self._consider(w, demands[wid])
         waiting = estimate.waiting_details(
@@ -201,14 +213,25 @@ class _Cycle:
             rejections=tuple(self.rejections),
         )
 
+    def _ratio(self, team: str, class_name: str) -> float:
+        """The team's fair-share ratio in the class, cached until its usage changes."""
+        key = (team, class_name)
+        ratio = self._ratios.get(key)
+        if ratio is None:
+            quota = self.quotas.get(key)
+            usage = self.usage[key] + self.policy.past_usage_weight * (
+                self.s.past_usage_milli.get(key, 0.0)
+            )
+            ratio = share_ratio(usage, quota.guaranteed_milli if quota else 0)
+            self._ratios[key] = ratio
+        return ratio
+
     def _key(self, w: WaitingWorkload) -> tuple[int, float, float, int]:
-        quota = self.quotas.get((w.team, w.gpu_class))
-        usage = self.usage[(w.team, w.gpu_class)] + self.policy.past_usage_weight * (
-            self.s.past_usage_milli.get((w.team, w.gpu_class), 0.0)
-        )
-        ratio = share_ratio(usage, quota.guaranteed_milli if quota else 0)
         return order_key(
-            priority=w.priority, ratio=ratio, submitted_at=w.submitted_at, workload_id=w.id
+            priority=w.priority,
+            ratio=self._ratio(w.team, w.gpu_class),
+            submitted_at=w.submitted_at,
+            workload_id=w.id,
         )
 
     def _requeues(self) -> list[Requeue]:
@@ -322,6 +345,7 @@ class _Cycle:
         used = self.usage[(w.team, c)]
         borrowed = used + w.total_milli > guaranteed
         self.usage[(w.team, c)] = used + w.total_milli
+        self._ratios.pop((w.team, c), None)
         self.user_usage[(w.owner, w.team, c)] += w.total_milli
         nodes = ", ".join(placement.nodes)
         reason = f"Admitted on {placement.cluster}: {nodes}."
@@ -371,9 +395,10 @@ class _Cycle:
             return False
         rules: dict[int, str] = {}
         candidates: list[RunningWorkload] = []
-        for victim in self.running.values():
-            if kind == BLOCK_QUOTA and victim.team != w.team:
-                continue
+        pool = list(self._preemptible_own.get((w.team, c), {}).values())
+        if kind != BLOCK_QUOTA and reclaiming:
+            pool += [v for v in self._preemptible_borrowed.get(c, {}).values() if v.team != w.team]
+        for victim in pool:
             rule = legal_rule(w, victim, reclaiming=reclaiming, now=self.now, policy=self.policy)
             if rule is not None:
                 rules[victim.id] = rule
@@ -407,7 +432,10 @@ class _Cycle:
             return False
         for victim in victims:
             del self.running[victim.id]
+            self._preemptible_own[(victim.team, c)].pop(victim.id, None)
+            self._preemptible_borrowed[c].pop(victim.id, None)
             self.usage[(victim.team, c)] -= victim.total_milli
+            self._ratios.pop((victim.team, c), None)
             self.user_usage[(victim.owner, victim.team, c)] -= victim.total_milli
             self.preemptions.append(self._preemption(victim, w, rules[victim.id]))
         self._preempt_failed.clear()

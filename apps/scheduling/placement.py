@@ -121,6 +121,7 @@ class GpuPool:
             _Node(i, spec, self.cap) for i, spec in enumerate(sorted(nodes, key=lambda n: n.name))
         ]
         self.by_name = {n.spec.name: n for n in self.nodes}
+        self._max_gpus = max((len(n.gpus) for n in self.nodes), default=0)
         # Best-fit tie-break: what is left on the node, each resource relative to the largest.
         self._cpu_norm = 0.5 / max([n.cpu for n in self.nodes if n.cpu] or [1])
         self._units_norm = 0.5 / max(1, self.cap * max([len(n.gpus) for n in self.nodes] or [1]))
@@ -154,7 +155,7 @@ class GpuPool:
         return free_units * 1000 // self.cap
 
     def max_gpus_per_node(self) -> int:
-        return max((len(n.gpus) for n in self.nodes), default=0)
+        return self._max_gpus
 
     # --- scoring -----------------------------------------------------------------------
     def _score(self, group: _Group, demand: Demand) -> Found | None:
@@ -311,9 +312,30 @@ class MigPool:
             n.name: [[True] * len(n.mig_layout) for _ in range(n.gpu_count)] for n in self.specs
         }
         self._failed: dict[tuple[str | None, int, int], int] = {}
+        # node → profile → its best free instance (score, gpu, slot), recomputed on change.
+        self._best: dict[str, dict[str, tuple[tuple[int, int], int, int] | None]] = {}
+        self._max_gpus = max((n.gpu_count for n in self.specs), default=0)
 
     def capacity_milli(self) -> int:
         return sum(n.gpu_count for n in self.specs) * 1000
+
+    def _node_best(self, spec: NodeSpec, profile: str) -> tuple[tuple[int, int], int, int] | None:
+        cached = self._best.setdefault(spec.name, {})
+        if profile in cached:
+            return cached[profile]
+        gpus = self.free[spec.name]
+        node_free = sum(sum(1 for f in g if f) for g in gpus)
+        best: tuple[tuple[int, int], int, int] | None = None
+        for g, slots in enumerate(gpus):
+            for slot, name in enumerate(spec.mig_layout):
+                if slots[slot] and name == profile:
+                    # Fullest GPU first, then fullest node: keeps whole GPUs' layouts free.
+                    score = (sum(1 for f in slots if f), node_free)
+                    if best is None or score < best[0]:
+                        best = (score, g, slot)
+                    break
+        cached[profile] = best
+        return best
 
     def _slices(self, profile: str) -> int:
         match = catalog_core.MIG_PROFILE_RE.match(profile)
@@ -329,27 +351,23 @@ class MigPool:
         return total
 
     def max_gpus_per_node(self) -> int:
-        return max((n.gpu_count for n in self.specs), default=0)
+        return self._max_gpus
 
     def find(self, demand: Demand) -> Choice | None:
         dkey = (demand.mig_profile, demand.cpu_milli, demand.memory_mib)
         if self._failed.get(dkey) == self.epoch:
             return None
         best: tuple[tuple[int, int, int, int, int], int, int, int] | None = None
+        profile = demand.mig_profile or ""
         for idx, spec in enumerate(self.specs):
             if self.cpu[spec.name] < demand.cpu_milli or self.mem[spec.name] < demand.memory_mib:
                 continue
-            gpus = self.free[spec.name]
-            node_free = sum(sum(1 for f in g if f) for g in gpus)
-            for g, slots in enumerate(gpus):
-                for slot, profile in enumerate(spec.mig_layout):
-                    if slots[slot] and profile == demand.mig_profile:
-                        # Fullest GPU first, then fullest node: keeps whole GPUs' layouts free.
-                        gpu_free = sum(1 for f in slots if f)
-                        score = (gpu_free, node_free, idx, g, slot)
-                        if best is None or score < best[0]:
-                            best = (score, idx, g, slot)
-                        break
+            found = self._node_best(spec, profile)
+            if found is not None:
+                (gpu_free, node_free), g, slot = found
+                score = (gpu_free, node_free, idx, g, slot)
+                if best is None or score < best[0]:
+                    best = (score, idx, g, slot)
         if best is None:
             self._failed[dkey] = self.epoch
             return None
@@ -372,6 +390,7 @@ class MigPool:
         return replica
 
     def _set(self, replica: ReplicaPlacement, free: bool) -> None:
+        self._best.pop(replica.node, None)
         gpus = self.free.get(replica.node)
         if gpus is None or replica.mig_slot is None:
             return
