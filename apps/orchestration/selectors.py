@@ -108,7 +108,15 @@ def home_claim_name(workload: Workload) -> str:
 
 def workload_spec(workload: Workload) -> m.WorkloadSpec:
     gpu = gpu_class_spec(workload.gpu_class)
-    resources = gpu_resources(workload.gpu_milli, gpu)
+    limits = dict(gpu_resources(workload.gpu_milli, gpu).limits)
+    profiles = {
+        r.get("mig_profile")
+        for r in (workload.placement or {}).get("replicas", [])
+        if isinstance(r, Mapping) and r.get("mig_profile")
+    }
+    if gpu.sharing_mode == "mig" and len(profiles) == 1:
+        # The scheduler placed the request on a free instance of this profile: ask for it.
+        limits = {f"nvidia.com/mig-{profiles.pop()}": "1"}
     params = workload.params or {}
     annotations = {
         str(k): str(v)
@@ -125,7 +133,7 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         owner=workload.owner.get_username(),
         image=workload.image.reference,
         read_only_root=workload.image.read_only_root,
-        gpu_limits=resources.limits,
+        gpu_limits=limits,
         gpu_product=workload.gpu_class.product_label,
         sharing_mode=workload.gpu_class.sharing_mode,
         priority_class=workload.priority_class,

@@ -1,0 +1,12 @@
+"""Orchestration's side of the scheduler's hand-off: queue a reconcile per decided workload."""
+
+from __future__ import annotations
+
+from apps.scheduling.handoff import Decisions
+from gpupaas.queue import enqueue
+
+
+def on_scheduling_decisions(decisions: Decisions) -> None:
+    """Admitted workloads get their objects; preempted ones lose them (after their grace)."""
+    for workload_id in (*decisions.admitted_ids, *decisions.preempted_ids):
+        enqueue("orchestration.workload_reconcile", workload_id)

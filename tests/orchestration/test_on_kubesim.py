@@ -1,0 +1,365 @@
+"""Orchestration against the real control plane of deploy/kubesim (no mocked client)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from apps.accounts.models import Team
+from apps.catalog.models import Cluster, ClusterNode, GpuClass
+from apps.orchestration import manifests as m
+from apps.orchestration import services
+from apps.orchestration.clusters import forget_clients, kube_for
+from apps.orchestration.kube import ClusterUnreachable
+from apps.workloads import core as wl
+from apps.workloads.models import Workload
+from gpupaas.devtools.kubesim import Kubesim
+from tests.factories import (
+    GpuClassFactory,
+    ImageFactory,
+    TeamFactory,
+    TeamQuotaFactory,
+    UserFactory,
+    WorkloadFactory,
+)
+from tests.plugins.redis_server import free_port
+
+pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 30.0, every: float = 0.3) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {check}")
+        time.sleep(every)
+
+
+@pytest.fixture
+def cluster(kubesim: Kubesim) -> Cluster:
+    forget_clients()
+    return Cluster.objects.create(name="sim", kubeconfig_path=str(kubesim.kubeconfig))
+
+
+@pytest.fixture
+def core_api(kube_api_client: Any) -> k8s.CoreV1Api:
+    return k8s.CoreV1Api(kube_api_client)
+
+
+@pytest.fixture
+def team(cluster: Cluster, core_api: k8s.CoreV1Api) -> Iterator[Team]:
+    team = TeamFactory()
+    h100 = GpuClassFactory()
+    TeamQuotaFactory(team=team, gpu_class=h100, guaranteed_milli=4000, limit_milli=8000)
+    services.team_namespace_ensure(team=team)
+    yield team
+    try:
+        core_api.delete_namespace(team.namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def admitted(team: Team, **kw: Any) -> Workload:
+    values: dict[str, Any] = {
+        "team": team,
+        "owner": UserFactory(),
+        "gpu_class": GpuClassFactory(),
+        "image": ImageFactory(),
+        "state": wl.ADMITTED,
+        "placement": {"replicas": [{"node": "h100-0"}]},
+        "params": {"pod_annotations": {"kubesim.io/run-duration": "1s"}},
+    }
+    values.update(kw)
+    return WorkloadFactory(**values)
+
+
+def jobs_of(kube_api_client: Any, team: Team, workload: Workload) -> list[Any]:
+    return (
+        k8s.BatchV1Api(kube_api_client)
+        .list_namespaced_job(team.namespace, label_selector=f"{m.LABEL_WORKLOAD}={workload.pk}")
+        .items
+    )
+
+
+def test_team_namespace_is_restricted_with_quota_and_default_deny(
+    team: Team, core_api: k8s.CoreV1Api, kube_api_client: Any
+) -> None:
+    namespace = core_api.read_namespace(team.namespace)
+    assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    quota = core_api.read_namespaced_resource_quota(m.QUOTA_NAME, team.namespace)
+    assert quota.spec.hard == {"requests.nvidia.com/gpu": "8"}
+    account = core_api.read_namespaced_service_account(m.SERVICE_ACCOUNT, team.namespace)
+    assert account.automount_service_account_token is False
+    policies = k8s.NetworkingV1Api(kube_api_client).list_namespaced_network_policy(team.namespace)
+    assert {p.metadata.name for p in policies.items} == {
+        "default-deny",
+        "allow-dns",
+        "allow-notebook-ingress",
+    }
+    classes = k8s.SchedulingV1Api(kube_api_client).read_priority_class("gpupaas-batch")
+    assert (classes.value, classes.preemption_policy) == (1000, "Never")
+    # Applying again changes nothing and raises nothing.
+    services.team_namespace_ensure(team=team)
+
+
+def test_quota_change_reaches_the_resource_quota(team: Team, core_api: k8s.CoreV1Api) -> None:
+    quota = team.quotas.get()
+    quota.limit_milli = 12000
+    quota.save()
+    services.team_namespace_ensure(team=team)
+    hard = core_api.read_namespaced_resource_quota(m.QUOTA_NAME, team.namespace).spec.hard
+    assert hard == {"requests.nvidia.com/gpu": "12"}
+
+
+def test_inventory_sync_mirrors_gpu_nodes_and_capacity(cluster: Cluster) -> None:
+    h100 = GpuClassFactory(capacity_gpus=0)
+    mig = GpuClass.objects.create(
+        name="A100-MIG",
+        product_label="NVIDIA-A100-SXM4-80GB",
+        memory_mib=81920,
+        sharing_mode="mig",
+        mig_profiles=["1g.10gb", "2g.20gb", "3g.40gb"],
+    )
+    assert services.cluster_inventory_sync(cluster=cluster) == 9
+    h100.refresh_from_db()
+    mig.refresh_from_db()
+    assert h100.capacity_gpus == 32
+    assert mig.capacity_gpus == 16
+    node = ClusterNode.objects.get(cluster=cluster, name="a100-mig-0")
+    assert node.gpu_class == mig
+    # Every GPU of the node is partitioned the same way.
+    assert node.mig_layout == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
+    assert len(ClusterNode.objects.get(name="h100-0").gpu_uuids) == 8
+    assert ClusterNode.objects.get(name="h100-0").ready
+
+
+def test_admitted_job_runs_and_succeeds_with_cluster_times(
+    team: Team, cluster: Cluster, kube_api_client: Any
+) -> None:
+    workload = admitted(team)
+    assert services.workload_reconcile(workload_id=workload.pk) == "ensured"
+    workload.refresh_from_db()
+    assert workload.state == wl.STARTING
+    assert {
+        "kind": "Job",
+        "namespace": team.namespace,
+        "name": f"wl-{workload.pk}",
+    } in workload.k8s_objects
+
+    def state() -> str | None:
+        services.status_sync_pass(cluster=cluster)
+        workload.refresh_from_db()
+        return workload.state if workload.state in wl.TERMINAL_STATES else None
+
+    assert wait_for(state, timeout=40) == wl.SUCCEEDED
+    assert workload.started_at is not None and workload.finished_at is not None
+    assert workload.finished_at >= workload.started_at
+    states = list(workload.events.values_list("to_state", flat=True))
+    assert states[-3:] == [wl.STARTING, wl.RUNNING, wl.SUCCEEDED] or states[-2:] == [
+        wl.STARTING,
+        wl.SUCCEEDED,
+    ]
+    # Finished: the objects are cleaned up.
+    wait_for(lambda: not jobs_of(kube_api_client, team, workload))
+
+
+def test_failing_command_fails_the_workload_with_the_exit_code(
+    team: Team, cluster: Cluster
+) -> None:
+    workload = admitted(
+        team,
+        params={"pod_annotations": {"kubesim.io/exit-code": "3", "kubesim.io/run-duration": "1s"}},
+    )
+    services.workload_reconcile(workload_id=workload.pk)
+
+    def failed() -> bool:
+        services.status_sync_pass(cluster=cluster)
+        workload.refresh_from_db()
+        return workload.state == wl.FAILED
+
+    wait_for(failed, timeout=40)
+    assert "exited with code 3" in workload.last_reason
+
+
+def test_reconcile_twice_and_after_a_crash_leaves_exactly_one_job(
+    team: Team, cluster: Cluster, kube_api_client: Any
+) -> None:
+    workload = admitted(team, params={"pod_annotations": {"kubesim.io/run-duration": "10m"}})
+    # A worker created the objects, then died before writing anything to the database.
+    kube_for(cluster).apply_all(
+        m.workload_manifests(services.workload_spec(workload)), workload_id=workload.pk
+    )
+    assert Workload.objects.get(pk=workload.pk).k8s_objects == []
+    services.workload_reconcile(workload_id=workload.pk)
+    services.workload_reconcile(workload_id=workload.pk)
+    assert len(jobs_of(kube_api_client, team, workload)) == 1
+    workload.refresh_from_db()
+    assert workload.state == wl.STARTING
+    assert len(workload.k8s_objects) == 1
+
+
+def test_cancel_deletes_objects_and_orphans_are_swept(
+    team: Team, cluster: Cluster, kube_api_client: Any
+) -> None:
+    keep = admitted(team, params={"pod_annotations": {"kubesim.io/run-duration": "10m"}})
+    cancel = admitted(team, params={"pod_annotations": {"kubesim.io/run-duration": "10m"}})
+    for w in (keep, cancel):
+        services.workload_reconcile(workload_id=w.pk)
+    Workload.objects.filter(pk=cancel.pk).update(state=wl.CANCELLED)
+    # An object of ours whose workload no longer exists at all.
+    orphan = admitted(team)
+    kube_for(cluster).apply_all(
+        m.workload_manifests(services.workload_spec(orphan)), workload_id=orphan.pk
+    )
+    orphan.events.all().delete()
+    Workload.objects.filter(pk=orphan.pk).delete()
+    result = services.reconcile_pass(cluster=cluster)
+    assert result.deleted == 1
+    assert result.orphans_deleted >= 1
+    wait_for(lambda: not jobs_of(kube_api_client, team, cancel))
+    assert not jobs_of(kube_api_client, team, orphan)
+    assert len(jobs_of(kube_api_client, team, keep)) == 1
+
+
+def test_foreign_object_with_our_name_is_never_adopted(
+    team: Team, cluster: Cluster, kube_api_client: Any
+) -> None:
+    workload = admitted(team)
+    foreign = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"wl-{workload.pk}",
+            "namespace": team.namespace,
+            "labels": {"owner": "someone"},
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 1000,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "x",
+                            "image": "busybox",
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                        }
+                    ],
+                }
+            }
+        },
+    }
+    k8s.BatchV1Api(kube_api_client).create_namespaced_job(team.namespace, foreign)
+    services.workload_reconcile(workload_id=workload.pk)
+    workload.refresh_from_db()
+    assert workload.state == wl.FAILED
+    assert "not managed by gpupaas" in workload.last_reason
+    services.reconcile_pass(cluster=cluster)
+    job = k8s.BatchV1Api(kube_api_client).read_namespaced_job(f"wl-{workload.pk}", team.namespace)
+    assert job.metadata.labels == {"owner": "someone"}
+
+
+def test_unreachable_cluster_keeps_state_and_says_so(team: Team) -> None:
+    dead = Cluster.objects.create(name="dead", kubeconfig_path=_dead_kubeconfig(team))
+    workload = admitted(team, cluster=dead)
+    with pytest.raises(ClusterUnreachable):
+        services.workload_reconcile(workload_id=workload.pk)
+    workload.refresh_from_db()
+    assert workload.state == wl.ADMITTED
+    assert workload.last_reason == services.UNREACHABLE_REASON
+
+
+def _dead_kubeconfig(team: Team) -> str:
+    import tempfile
+
+    import yaml
+
+    path = tempfile.NamedTemporaryFile("w", suffix=".kubeconfig", delete=False)  # noqa: SIM115
+    yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "dead",
+                    "cluster": {
+                        "server": f"https://127.0.0.1:{free_port()}",
+                        "insecure-skip-tls-verify": True,
+                    },
+                }
+            ],
+            "users": [{"name": "u", "user": {"token": "x"}}],
+            "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
+            "current-context": "dead",
+        },
+        path,
+    )
+    path.close()
+    return path.name
+
+
+def test_submitted_workloads_are_scheduled_placed_and_run_on_the_cluster(
+    team: Team, cluster: Cluster, kube_api_client: Any
+) -> None:
+    """submit → scheduling cycle (placement) → reconcile → pods on the chosen node → running."""
+    from apps.scheduling.services import scheduling_cycle_run
+    from apps.workloads.services import workload_submit
+
+    timeslice = GpuClass.objects.create(
+        name="L40S",
+        product_label="NVIDIA-L40S",
+        memory_mib=46068,
+        sharing_mode="timeslice",
+        timeslice_replicas=4,
+        capacity_gpus=8,
+    )
+    TeamQuotaFactory(team=team, gpu_class=timeslice, guaranteed_milli=2000, limit_milli=4000)
+    services.cluster_inventory_sync(cluster=cluster)
+    owner = UserFactory()
+    team.memberships.create(user=owner)
+    workload = workload_submit(
+        actor=owner,
+        team=team,
+        kind="training",
+        name="tiny",
+        gpu_class=timeslice,
+        image=ImageFactory(),
+        gpu_milli=250,
+        params={"pod_annotations": {"kubesim.io/run-duration": "30s"}},
+    )
+    scheduling_cycle_run()
+    workload.refresh_from_db()
+    assert workload.state == wl.ADMITTED, workload.last_reason
+    node = workload.placement["replicas"][0]["node"]
+    assert node.startswith("l40s-ts-")
+    services.workload_reconcile(workload_id=workload.pk)
+
+    def running() -> bool:
+        services.status_sync_pass(cluster=cluster)
+        workload.refresh_from_db()
+        return workload.state == wl.RUNNING
+
+    wait_for(running, timeout=40)
+    pods = (
+        k8s.CoreV1Api(kube_api_client)
+        .list_namespaced_pod(team.namespace, label_selector=f"{m.LABEL_WORKLOAD}={workload.pk}")
+        .items
+    )
+    assert [p.spec.node_name for p in pods] == [node]
+    assert pods[0].spec.containers[0].resources.limits["nvidia.com/gpu.shared"] == "1"
