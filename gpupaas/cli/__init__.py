@@ -1,0 +1,1 @@
+"""The ``gpupaas`` command-line client of the REST API."""

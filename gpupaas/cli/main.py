@@ -1,0 +1,559 @@
+"""``gpupaas``: submit and follow GPU workloads from a terminal or a CI job.
+
+Exit codes (see ``gpupaas exit-codes``): 0 success, 1 server error, 2 usage, 3 not configured
+or token refused, 4 not allowed, 5 not found, 6 request refused, 7 rate limited, 8 network,
+9 watch timed out, 10 watched workload did not succeed.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from gpupaas.cli import exits, output, spec
+from gpupaas.cli.client import ApiError, Client, NetworkError
+from gpupaas.cli.config import Config, ConfigError, config_path, load, normalise_url, save
+
+app = typer.Typer(
+    name="gpupaas",
+    help="Self-service GPUs: submit notebooks, jobs and sweeps; follow, stop and inspect them.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+submit_app = typer.Typer(
+    help="Submit a notebook, training job or sweep, from flags or a YAML spec (-f).",
+    invoke_without_command=True,
+)
+app.add_typer(submit_app, name="submit")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+TERMINAL = {"succeeded", "failed", "cancelled", "expired"}
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def handles_errors(func: F) -> F:
+    """Turn API, network and configuration errors into a message and the documented exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ApiError as exc:
+            for name, messages in exc.fields.items():
+                if name != "non_field_errors":
+                    typer.echo(f"  {name}: {' '.join(messages)}", err=True)
+            raise fail(exc.message, exc.exit_code) from None
+        except NetworkError as exc:
+            raise fail(str(exc), exits.NETWORK) from None
+        except ConfigError as exc:
+            raise fail(str(exc), exits.AUTH) from None
+        except spec.SpecError as exc:
+            raise fail(str(exc), exits.USAGE) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(exits.INTERRUPTED) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def client() -> Client:
+    return Client(load())
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+@app.command()
+@handles_errors
+def configure(
+    url: Annotated[str, typer.Option(help="The portal's address, e.g. https://gpu.example.com")],
+    token: Annotated[
+        str | None,
+        typer.Option(help="A personal API token (gpp_…); asked for when left out."),
+    ] = None,
+    verify: Annotated[bool, typer.Option(help="Check the token against the server.")] = True,
+) -> None:
+    """Store the server URL and your token (in a file only you can read)."""
+    secret = token or typer.prompt("API token", hide_input=True)
+    config = Config(url=normalise_url(url), token=secret.strip())
+    if verify:
+        with Client(config) as api:
+            me = api.get("/api/v1/me/")
+        typer.echo(f"Signed in as {me['username']}.")
+    path = save(config)
+    typer.echo(f"Saved to {path} (readable by you only).")
+
+
+@app.command()
+@handles_errors
+def whoami(as_json: JsonOpt = False) -> None:
+    """Who the token belongs to, and their teams."""
+    with client() as api:
+        me = api.get("/api/v1/me/")
+    if as_json:
+        output.emit_json(me)
+        return
+    typer.echo(f"{me['username']}{' (admin)' if me['is_admin'] else ''}")
+    for team in me["teams"]:
+        typer.echo(f"  {team['slug']}  {team['role']}")
+
+
+@app.command("exit-codes")
+def exit_codes() -> None:
+    """List the exit codes scripts can rely on."""
+    for code, meaning in sorted(exits.TABLE.items()):
+        typer.echo(f"{code:>3}  {meaning}")
+
+
+# --- submit ----------------------------------------------------------------------------------
+
+FileOpt = Annotated[
+    Path | None, typer.Option("--file", "-f", help="A YAML spec; flags override its fields.")
+]
+NameOpt = Annotated[str | None, typer.Option("--name", "-n", help="A name for it.")]
+TeamOpt = Annotated[str | None, typer.Option(help="Team slug (needed if you are in several).")]
+ClassOpt = Annotated[str | None, typer.Option("--gpu-class", "-c", help="e.g. H100-80GB")]
+ImageOpt = Annotated[str | None, typer.Option(help="Image name (see `gpupaas images`).")]
+GpuOpt = Annotated[float | None, typer.Option(help="GPUs per replica: 0.5, 1, 2 …")]
+PriorityOpt = Annotated[str | None, typer.Option("--priority", help="Priority class.")]
+EnvOpt = Annotated[list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE (repeat).")]
+KeyOpt = Annotated[
+    str | None,
+    typer.Option(help="Idempotency-Key: the same key never submits twice (default: random)."),
+]
+CommandArg = Annotated[
+    list[str] | None, typer.Argument(help="The command, after --, e.g. -- python train.py")
+]
+
+
+def _submit(
+    *, kind: str | None, file: Path | None, key: str | None, as_json: bool, **flags: Any
+) -> None:
+    base = spec.load_file(file) if file else {}
+    env = flags.pop("env", None)
+    grid = flags.pop("grid", None)
+    overrides: dict[str, Any] = {
+        "kind": kind,
+        **flags,
+        "env": spec.parse_pairs(env, "--env") if env else None,
+        "grid": spec.parse_grid(grid) if grid else None,
+    }
+    body = spec.build_request(base, overrides)
+    with client() as api:
+        workload = api.create("/api/v1/workloads/", body, idempotency_key=key)
+    if as_json:
+        output.emit_json(workload)
+    else:
+        typer.echo(
+            f"Submitted {workload['kind']} {workload['name']!r} as #{workload['id']}: "
+            f"{workload['state']}. Follow it with `gpupaas status {workload['id']} --watch`."
+        )
+
+
+@submit_app.callback()
+@handles_errors
+def submit_from_file(
+    ctx: typer.Context, file: FileOpt = None, key: KeyOpt = None, as_json: JsonOpt = False
+) -> None:
+    """With only -f: submit what the spec file describes."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if file is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(exits.USAGE)
+    _submit(kind=None, file=file, key=key, as_json=as_json)
+
+
+@submit_app.command("notebook")
+@handles_errors
+def submit_notebook(
+    name: NameOpt = None,
+    gpu: GpuOpt = None,
+    gpu_class: ClassOpt = None,
+    image: ImageOpt = None,
+    team: TeamOpt = None,
+    idle_timeout: Annotated[
+        int | None, typer.Option(help="Stop after this many idle seconds.")
+    ] = None,
+    priority: PriorityOpt = None,
+    env: EnvOpt = None,
+    file: FileOpt = None,
+    key: KeyOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A JupyterLab notebook on a GPU or a fraction of one."""
+    _submit(
+        kind="notebook",
+        file=file,
+        key=key,
+        as_json=as_json,
+        name=name,
+        gpu=gpu,
+        gpu_class=gpu_class,
+        image=image,
+        team=team,
+        idle_timeout_seconds=idle_timeout,
+        priority_class=priority,
+        env=env,
+    )
+
+
+@submit_app.command("job")
+@handles_errors
+def submit_job(
+    command: CommandArg = None,
+    name: NameOpt = None,
+    gpu: GpuOpt = None,
+    gpu_class: ClassOpt = None,
+    image: ImageOpt = None,
+    team: TeamOpt = None,
+    replicas: Annotated[int | None, typer.Option(help="Nodes (replicas); default 1.")] = None,
+    max_runtime: Annotated[int | None, typer.Option(help="Stop after this many seconds.")] = None,
+    retries: Annotated[int | None, typer.Option(help="Retries after a failure.")] = None,
+    priority: PriorityOpt = None,
+    env: EnvOpt = None,
+    file: FileOpt = None,
+    key: KeyOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A training job: an image and a command on 1..N GPUs per replica, 1..M replicas."""
+    _submit(
+        kind="training",
+        file=file,
+        key=key,
+        as_json=as_json,
+        command=command,
+        name=name,
+        gpu=gpu,
+        gpu_class=gpu_class,
+        image=image,
+        team=team,
+        replicas=replicas,
+        max_runtime_seconds=max_runtime,
+        retries=retries,
+        priority_class=priority,
+        env=env,
+    )
+
+
+@submit_app.command("sweep")
+@handles_errors
+def submit_sweep(
+    command: CommandArg = None,
+    grid: Annotated[
+        list[str] | None, typer.Option(help="PARAM=v1,v2 (repeat); one job per point.")
+    ] = None,
+    name: NameOpt = None,
+    gpu: GpuOpt = None,
+    gpu_class: ClassOpt = None,
+    image: ImageOpt = None,
+    team: TeamOpt = None,
+    max_runtime: Annotated[int | None, typer.Option(help="Per job, in seconds.")] = None,
+    env: EnvOpt = None,
+    file: FileOpt = None,
+    key: KeyOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A batch sweep over a parameter grid, on idle capacity."""
+    _submit(
+        kind="sweep",
+        file=file,
+        key=key,
+        as_json=as_json,
+        command=command,
+        grid=grid,
+        name=name,
+        gpu=gpu,
+        gpu_class=gpu_class,
+        image=image,
+        team=team,
+        max_runtime_seconds=max_runtime,
+        env=env,
+    )
+
+
+# --- inspect ---------------------------------------------------------------------------------
+
+
+@app.command("list")
+@handles_errors
+def list_(
+    state: Annotated[str | None, typer.Option(help="e.g. running or queued,pending")] = None,
+    kind: Annotated[str | None, typer.Option(help="notebook, training or sweep")] = None,
+    team: TeamOpt = None,
+    mine: Annotated[bool, typer.Option("--mine", help="Only my own workloads.")] = False,
+    search: Annotated[str | None, typer.Option(help="Part of the name.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="Rows per page.")] = 50,
+    page: Annotated[int, typer.Option(min=1)] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """Workloads of your teams, newest first."""
+    with client() as api:
+        result = api.get(
+            "/api/v1/workloads/",
+            state=state,
+            kind=kind,
+            team=team,
+            owner="me" if mine else None,
+            search=search,
+            page_size=limit,
+            page=page,
+        )
+    if as_json:
+        output.emit_json(result["results"])
+        return
+    if not result["results"]:
+        typer.echo("No workloads.")
+        return
+    typer.echo(output.workloads_table(result["results"]))
+    shown = (page - 1) * limit + len(result["results"])
+    if result["count"] > shown:
+        typer.echo(f"({shown} of {result['count']}; --page {page + 1} for more)")
+
+
+@app.command()
+@handles_errors
+def status(
+    workload_id: Annotated[int, typer.Argument(help="The workload's id.")],
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow until it ends.")] = False,
+    interval: Annotated[float, typer.Option(min=0.1, help="Seconds between polls.")] = 2.0,
+    timeout: Annotated[
+        float | None, typer.Option(help="With --watch: give up after this many seconds.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a workload. With --watch, print each change until it ends; the exit code is 0 if
+    it succeeded and 10 if it failed, was cancelled or expired."""
+    with client() as api:
+        path = f"/api/v1/workloads/{workload_id}/"
+        workload = api.get(path)
+        if not watch:
+            if as_json:
+                output.emit_json(workload)
+            else:
+                typer.echo(output.workload_details(workload))
+            return
+        deadline = time.monotonic() + timeout if timeout else None
+        last: tuple[str, str] | None = None
+        while True:
+            now = (workload["state"], workload.get("last_reason") or "")
+            if now != last:
+                if as_json:
+                    output.emit_json(workload)
+                else:
+                    stamp = time.strftime("%H:%M:%S")
+                    typer.echo(f"{stamp}  {workload['state']:<10} {now[1]}".rstrip())
+                last = now
+            if workload["state"] in TERMINAL:
+                code = exits.OK if workload["state"] == "succeeded" else exits.WORKLOAD_FAILED
+                raise typer.Exit(code)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise fail(
+                    f"#{workload_id} is still {workload['state']} after {timeout:g} s.",
+                    exits.TIMEOUT,
+                )
+            time.sleep(interval)
+            workload = api.get(path)
+
+
+@app.command()
+@handles_errors
+def logs(
+    workload_id: Annotated[int, typer.Argument(help="The workload's id.")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")] = False,
+    tail: Annotated[int, typer.Option(min=1, max=10_000, help="Lines from the end.")] = 200,
+    replica: Annotated[int, typer.Option(min=0, help="Which replica (multi-node jobs).")] = 0,
+) -> None:
+    """Print the container's logs; -f follows them until the container stops."""
+    with client() as api:
+        for line in api.stream_lines(
+            f"/api/v1/workloads/{workload_id}/logs/",
+            tail=tail,
+            follow="true" if follow else "false",
+            replica=replica,
+        ):
+            typer.echo(line)
+
+
+@app.command()
+@handles_errors
+def events(workload_id: int, as_json: JsonOpt = False) -> None:
+    """State changes with their reasons, and the cluster's events."""
+    with client() as api:
+        result = api.get(f"/api/v1/workloads/{workload_id}/events/")
+    if as_json:
+        output.emit_json(result)
+        return
+    rows = [
+        [e["created_at"], f"{e['from_state'] or '-'} → {e['to_state']}", e["reason"]]
+        for e in result["events"]
+    ]
+    typer.echo(output.table(["TIME", "CHANGE", "REASON"], rows))
+    if result["cluster_events"]:
+        typer.echo("")
+        typer.echo(
+            output.table(
+                ["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+                [
+                    [e["time"], e["type"], e["reason"], e["object"], e["message"]]
+                    for e in result["cluster_events"]
+                ],
+            )
+        )
+    elif result["cluster_events_unavailable"]:
+        typer.echo(f"(cluster events: {result['cluster_events_unavailable']})")
+
+
+# --- act -------------------------------------------------------------------------------------
+
+
+def _act(workload_id: int, action: str, body: dict[str, Any] | None, as_json: bool) -> None:
+    with client() as api:
+        workload = api.post(f"/api/v1/workloads/{workload_id}/{action}/", body)
+    if as_json:
+        output.emit_json(workload)
+    else:
+        typer.echo(f"#{workload['id']} {workload['name']}: {workload['state']}")
+
+
+@app.command()
+@handles_errors
+def cancel(
+    workload_id: int,
+    reason: Annotated[str | None, typer.Option(help="Shown in the events.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cancel a workload (owner, team lead or admin)."""
+    _act(workload_id, "cancel", {"reason": reason} if reason else {}, as_json)
+
+
+@app.command()
+@handles_errors
+def suspend(workload_id: int, as_json: JsonOpt = False) -> None:
+    """Stop a notebook and keep its files."""
+    _act(workload_id, "suspend", None, as_json)
+
+
+@app.command()
+@handles_errors
+def resume(workload_id: int, as_json: JsonOpt = False) -> None:
+    """Queue a suspended notebook again."""
+    _act(workload_id, "resume", None, as_json)
+
+
+@app.command()
+@handles_errors
+def clone(
+    workload_id: int,
+    name: NameOpt = None,
+    key: KeyOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Submit a copy of a workload."""
+    with client() as api:
+        workload = api.create(
+            f"/api/v1/workloads/{workload_id}/clone/",
+            {"name": name} if name else {},
+            idempotency_key=key,
+        )
+    if as_json:
+        output.emit_json(workload)
+    else:
+        typer.echo(f"Submitted #{workload['id']} {workload['name']}: {workload['state']}")
+
+
+# --- capacity --------------------------------------------------------------------------------
+
+
+@app.command()
+@handles_errors
+def quota(team: TeamOpt = None, as_json: JsonOpt = False) -> None:
+    """Your teams' quotas and what is used of them, in GPUs."""
+    with client() as api:
+        rows = api.get("/api/v1/quotas/", team=team)
+    if as_json:
+        output.emit_json(rows)
+        return
+    if not rows:
+        typer.echo("No quotas.")
+        return
+    typer.echo(
+        output.table(
+            ["TEAM", "GPU CLASS", "USED", "GUARANTEED", "LIMIT", "BORROWED", "FREE"],
+            [
+                [
+                    r["team"],
+                    r["gpu_class"],
+                    output.gpus(r["used_milli"]),
+                    output.gpus(r["guaranteed_milli"]),
+                    output.gpus(r["limit_milli"]),
+                    output.gpus(r["borrowed_milli"]),
+                    output.gpus(r["free_milli"]),
+                ]
+                for r in rows
+            ],
+        )
+    )
+
+
+@app.command("gpus")
+@handles_errors
+def gpu_classes(as_json: JsonOpt = False) -> None:
+    """GPU classes on offer with their free capacity."""
+    with client() as api:
+        rows = api.get("/api/v1/gpu-classes/")
+    if as_json:
+        output.emit_json(rows)
+        return
+    typer.echo(
+        output.table(
+            ["CLASS", "MEMORY", "SHARING", "FREE", "CAPACITY", "COST/H"],
+            [
+                [
+                    r["name"],
+                    f"{r['memory_mib'] // 1024} GiB",
+                    r["sharing_mode"],
+                    output.gpus(r["free_milli"]),
+                    output.gpus(r["capacity_milli"]),
+                    r["hourly_cost"],
+                ]
+                for r in rows
+            ],
+        )
+    )
+
+
+@app.command()
+@handles_errors
+def images(as_json: JsonOpt = False) -> None:
+    """Images on offer."""
+    with client() as api:
+        rows = api.get("/api/v1/images/")
+    if as_json:
+        output.emit_json(rows)
+        return
+    typer.echo(
+        output.table(
+            ["NAME", "KIND", "REFERENCE"], [[r["name"], r["kind"], r["reference"]] for r in rows]
+        )
+    )
+
+
+@app.command("config-path", hidden=True)
+def show_config_path() -> None:
+    typer.echo(str(config_path()))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,98 @@
+"""How the CLI prints: aligned tables for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+
+
+def emit_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers], *[["" if c is None else str(c) for c in r] for r in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    return "\n".join(lines)
+
+
+def gpus(milli: int | None) -> str:
+    """1000 → "1", 500 → "0.5", 2500 → "2.5"."""
+    if milli is None:
+        return "-"
+    text = f"{milli / 1000:.3f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def age(timestamp: str | None, now: datetime | None = None) -> str:
+    if not timestamp:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return timestamp
+    seconds = int(((now or datetime.now(UTC)) - moment).total_seconds())
+    if seconds < 60:
+        return f"{max(seconds, 0)}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def workload_request(w: dict[str, Any]) -> str:
+    per = gpus(w.get("gpu_milli"))
+    replicas = w.get("replicas") or 1
+    amount = per if replicas == 1 else f"{replicas}×{per}"
+    return f"{amount} {w.get('gpu_class', '')}".strip()
+
+
+def workloads_table(items: Sequence[dict[str, Any]]) -> str:
+    return table(
+        ["ID", "NAME", "KIND", "STATE", "TEAM", "OWNER", "GPU", "AGE"],
+        [
+            [
+                w["id"],
+                w["name"],
+                w["kind"],
+                w["state"],
+                w["team"],
+                w["owner"],
+                workload_request(w),
+                age(w.get("created_at")),
+            ]
+            for w in items
+        ],
+    )
+
+
+def workload_details(w: dict[str, Any]) -> str:
+    rows: list[tuple[str, Any]] = [
+        ("id", w["id"]),
+        ("name", w["name"]),
+        ("kind", w["kind"]),
+        ("state", w["state"]),
+        ("reason", w.get("last_reason") or "-"),
+        ("team", w["team"]),
+        ("owner", w["owner"]),
+        ("gpu", workload_request(w)),
+        ("priority", w.get("priority_class")),
+        ("image", w.get("image")),
+    ]
+    if w.get("queue_position") is not None:
+        rows.append(("queue position", w["queue_position"]))
+    if w.get("estimated_start_at"):
+        rows.append(("estimated start", w["estimated_start_at"]))
+    for key in ("created_at", "started_at", "finished_at"):
+        if w.get(key):
+            rows.append((key.replace("_at", ""), w[key]))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)

@@ -1,0 +1,134 @@
+"""Workload specs: a YAML file and/or command-line flags → the API's request body.
+
+A spec file looks like::
+
+    kind: training          # notebook | training | sweep
+    name: resnet50
+    team: vision            # optional when you are in one team
+    gpu_class: H100-80GB
+    image: PyTorch training
+    gpu: 2                  # GPUs per replica (0.5 = half a GPU); or gpu_milli: 2000
+    replicas: 2
+    command: [torchrun, train.py]
+    args: [--epochs, "90"]
+    env: {WANDB_MODE: offline}
+    max_runtime_seconds: 86400
+    grid: {lr: [0.1, 0.01]} # sweeps only
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+KINDS = {"notebook": "notebook", "job": "training", "training": "training", "sweep": "sweep"}
+FIELDS = {
+    "kind",
+    "name",
+    "team",
+    "gpu_class",
+    "image",
+    "gpu",
+    "gpu_milli",
+    "replicas",
+    "priority_class",
+    "command",
+    "args",
+    "env",
+    "max_runtime_seconds",
+    "idle_timeout_seconds",
+    "retries",
+    "grid",
+}
+
+
+class SpecError(ValueError):
+    """The spec cannot become a request; the message says which part and why."""
+
+
+def gpus_to_milli(value: Any) -> int:
+    try:
+        amount = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(f"gpu must be a number of GPUs such as 0.5 or 2, not {value!r}.") from None
+    if amount <= 0:
+        raise SpecError("gpu must be more than 0.")
+    return round(amount * 1000)
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{path} must hold a mapping of fields (kind, name, gpu, …).")
+    unknown = sorted(set(map(str, data)) - FIELDS)
+    if unknown:
+        raise SpecError(f"{path}: unknown field(s) {', '.join(unknown)}.")
+    return {str(k): v for k, v in data.items()}
+
+
+def parse_pairs(items: list[str], what: str) -> dict[str, str]:
+    """["A=1", "B=x"] → {"A": "1", "B": "x"}."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SpecError(f"{what} must look like NAME=VALUE, not {item!r}.")
+        result[key] = value
+    return result
+
+
+def parse_grid(items: list[str]) -> dict[str, list[str]]:
+    """["lr=0.1,0.01", "bs=32"] → {"lr": ["0.1", "0.01"], "bs": ["32"]}."""
+    return {
+        k: [v.strip() for v in vs.split(",") if v.strip()]
+        for k, vs in parse_pairs(items, "--grid").items()
+    }
+
+
+def build_request(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge a spec file with flags (flags win) into the body of POST /api/v1/workloads/."""
+    merged: dict[str, Any] = dict(base)
+    for key, value in overrides.items():
+        if value is None or value == [] or value == {}:
+            continue
+        merged[key] = value
+    if "gpu" in merged:
+        if "gpu_milli" in overrides and overrides["gpu_milli"] is not None:
+            merged.pop("gpu")
+        else:
+            merged["gpu_milli"] = gpus_to_milli(merged.pop("gpu"))
+    kind = str(merged.get("kind") or "")
+    if kind not in KINDS:
+        raise SpecError("Say what to run: kind is notebook, job (training) or sweep.")
+    merged["kind"] = KINDS[kind]
+    missing = [f for f in ("name", "gpu_class", "image", "gpu_milli") if not merged.get(f)]
+    if missing:
+        names = ", ".join("gpu (or gpu_milli)" if m == "gpu_milli" else m for m in missing)
+        raise SpecError(f"Missing: {names}.")
+    for key in ("command", "args"):
+        if key in merged:
+            value = merged[key]
+            if isinstance(value, str):
+                merged[key] = value.split()
+            elif isinstance(value, list):
+                merged[key] = [str(v) for v in value]
+            else:
+                raise SpecError(f"{key} must be a list of strings.")
+    if "env" in merged:
+        if not isinstance(merged["env"], Mapping):
+            raise SpecError("env must be a mapping of NAME: value.")
+        merged["env"] = {str(k): str(v) for k, v in merged["env"].items()}
+    if "grid" in merged:
+        grid = merged["grid"]
+        if not isinstance(grid, Mapping) or not all(isinstance(v, list) for v in grid.values()):
+            raise SpecError("grid must map each parameter to a list of values.")
+        merged["grid"] = {str(k): [str(x) for x in v] for k, v in grid.items()}
+    return merged

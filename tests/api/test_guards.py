@@ -1,0 +1,91 @@
+"""Rate limits (429 with Retry-After), oversized bodies (413), sessions with CSRF."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client as DjangoClient
+from rest_framework.test import APIClient
+
+from apps.workloads.models import Workload
+from tests.api.conftest import Client
+from tests.plugins.cast import Cast
+
+pytestmark = pytest.mark.django_db
+
+
+def test_token_over_its_rate_gets_429_with_retry_after(
+    cast: Cast, api: Client, settings: Any
+) -> None:
+    settings.API_RATE_LIMIT = "3/min"
+    client = api(cast.owner, ("read",))
+    assert [client.get("/api/v1/me/").status_code for _ in range(3)] == [200, 200, 200]
+    response = client.get("/api/v1/me/")
+    assert response.status_code == 429
+    assert response.json()["code"] == "throttled"
+    assert 1 <= int(response["Retry-After"]) <= 60
+
+
+def test_rate_limit_is_per_token(cast: Cast, api: Client, settings: Any) -> None:
+    settings.API_RATE_LIMIT = "2/min"
+    first, second = api(cast.owner, ("read",)), api(cast.owner, ("read",))
+    for _ in range(2):
+        first.get("/api/v1/me/")
+    assert first.get("/api/v1/me/").status_code == 429
+    assert second.get("/api/v1/me/").status_code == 200
+
+
+def test_sessions_are_limited_per_user(cast: Cast, settings: Any) -> None:
+    settings.API_RATE_LIMIT = "2/min"
+    browser = APIClient()
+    browser.force_login(cast.owner)
+    assert [browser.get("/api/v1/me/").status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_oversized_body_is_refused_with_413_before_parsing(
+    cast: Cast, api: Client, settings: Any
+) -> None:
+    settings.API_MAX_BODY_BYTES = 2048
+    body = json.dumps({"kind": "training", "name": "x" * 4000})
+    response = api(cast.owner).post("/api/v1/workloads/", body, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json() == {
+        "code": "too_large",
+        "message": "The request body is larger than 2048 bytes.",
+        "fields": {},
+    }
+    assert not Workload.objects.exists()
+
+
+def test_body_limit_leaves_the_portal_alone(cast: Cast, settings: Any) -> None:
+    settings.API_MAX_BODY_BYTES = 1024
+    portal = DjangoClient()
+    portal.force_login(cast.owner)
+    response = portal.post("/accounts/tokens/", {"name": "x" * 2000, "scopes": ["read"]})
+    assert response.status_code != 413
+
+
+def test_session_write_needs_the_csrf_token(cast: Cast) -> None:
+    browser = DjangoClient(enforce_csrf_checks=True)
+    browser.force_login(cast.owner)
+    refused = browser.post("/api/v1/tokens/", {"name": "t", "scopes": ["read"]}, "application/json")
+    assert refused.status_code == 403
+    assert "CSRF" in refused.json()["message"]
+    browser.get("/accounts/tokens/")  # the portal page sets the CSRF cookie
+    token = browser.cookies["csrftoken"].value
+    accepted = browser.post(
+        "/api/v1/tokens/",
+        {"name": "t", "scopes": ["read"]},
+        "application/json",
+        HTTP_X_CSRFTOKEN=token,
+    )
+    assert accepted.status_code == 201
+
+
+def test_bearer_token_needs_no_csrf(cast: Cast, api: Client) -> None:
+    client = api(cast.owner)
+    client.enforce_csrf_checks = True  # type: ignore[attr-defined]
+    response = client.post("/api/v1/tokens/", {"name": "t", "scopes": ["read"]}, format="json")
+    assert response.status_code == 201
