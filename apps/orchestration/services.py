@@ -41,6 +41,7 @@ from apps.orchestration.selectors import (
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_transition
+from gpupaas.queue import enqueue
 
 log = logging.getLogger(__name__)
 
@@ -355,6 +356,7 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
 class SyncResult:
     transitions: int = 0
     reasons: int = 0
+    freed: int = 0
 
 
 def _group_by_workload(objects: Iterable[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -415,9 +417,13 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
                 result.transitions += 1
                 if seen.state in GONE_STATES:
                     workload_reconcile(workload_id=workload.pk)
+                    result.freed += 1
         elif seen.reason != workload.last_reason and seen.state is None:
             Workload.objects.filter(pk=workload.pk, state=workload.state).update(
                 last_reason=seen.reason
             )
             result.reasons += 1
+    if result.freed:
+        # Finished, failed or preempted workloads freed GPUs: let the waiting ones in now.
+        enqueue("scheduling.run_cycle")
     return result
