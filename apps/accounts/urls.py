@@ -11,6 +11,7 @@ urlpatterns = [
     path("dev-login/", views.dev_login, name="dev-login"),
     path("logout/", views.logout_view, name="logout"),
     path("no-team/", views.no_team, name="no-team"),
+    path("profile/", views.profile, name="profile"),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token-revoke"),
 ]

@@ -12,10 +12,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts import core
 from apps.accounts.forms import ApiTokenForm
-from apps.accounts.models import ApiToken, User
-from apps.accounts.selectors import memberships_of, token_for_user, tokens_of
+from apps.accounts.models import ApiToken, Membership, Team, User
+from apps.accounts.selectors import memberships_of, teams_of, token_for_user, tokens_of
 from apps.accounts.services import api_token_create, api_token_revoke
 from apps.audit.services import audit_record
+from apps.quotas.selectors import quota_bars_for_teams
+from apps.workloads.forms import TeamWorkloadFilterForm
+from apps.workloads.selectors import team_workloads
+from apps.workloads.sizing import request_label
 from gpupaas.http import client_ip
 
 
@@ -147,3 +151,62 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     api_token_revoke(actor=user, token=token, source_ip=client_ip(request))
     messages.success(request, f"Token “{token.name}” revoked. Clients using it now get 401.")
     return HttpResponseRedirect(reverse("accounts:tokens"))
+
+
+# --- profile and team pages ---------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def profile(request: HttpRequest) -> HttpResponse:
+    """Who you are to gpupaas. Name, e-mail and teams come from the identity provider."""
+    user: User = request.user  # type: ignore[assignment]
+    return render(
+        request,
+        "accounts/profile.html",
+        {
+            "memberships": memberships_of(user),
+            "identities": user.oidc_identities.order_by("issuer"),
+            "groups": _last_groups(user),
+            "active_tokens": sum(1 for t in tokens_of(user) if t.is_active()),
+            "oidc_enabled": settings.OIDC_ENABLED,
+            "contact": settings.PLATFORM_CONTACT,
+        },
+    )
+
+
+@login_required
+@require_GET
+def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """Members and roles, quotas and usage, and the team's workloads with filters.
+
+    Members see it read-only; leads and admins may cancel the team's workloads from it;
+    anyone else gets 404, whatever the slug.
+    """
+    user: User = request.user  # type: ignore[assignment]
+    teams = Team.objects.all() if user.is_staff else teams_of(user)
+    team = teams.filter(slug=slug).first()
+    if team is None:
+        raise Http404("No such team.")
+    is_lead = (
+        user.is_staff or team.memberships.filter(user=user, role=Membership.Role.LEAD).exists()
+    )
+    filter_form = TeamWorkloadFilterForm(request.GET or None, team=team)
+    workloads = list(team_workloads(team, **filter_form.filters())[:200])
+    for w in workloads:
+        w.gpu_label = request_label(  # type: ignore[attr-defined]
+            w.gpu_milli, w.replicas, w.gpu_class.name
+        )
+    return render(
+        request,
+        "accounts/team.html",
+        {
+            "team": team,
+            "is_lead": is_lead,
+            "members": team.memberships.select_related("user").order_by("-role", "user__username"),
+            "quota_bars": quota_bars_for_teams([team]),
+            "filter_form": filter_form,
+            "workloads": workloads,
+            "next": request.get_full_path(),
+        },
+    )

@@ -67,3 +67,54 @@ def quota_usage_for_teams(teams: Iterable[Team]) -> list[QuotaUsage]:
         )
         for q in quotas
     ]
+
+
+@dataclass(frozen=True)
+class QuotaBar:
+    """One quota as the portal draws it: a bar as wide as the limit, split into the part used
+    within the guarantee and the borrowed part, with a mark where the guarantee ends."""
+
+    usage: QuotaUsage
+    within_percent: float
+    borrowed_percent: float
+    guarantee_percent: float
+
+    @property
+    def used(self) -> str:
+        return core.format_milli(self.usage.used_milli)
+
+    @property
+    def within(self) -> str:
+        return core.format_milli(self.usage.within_guarantee_milli)
+
+    @property
+    def borrowed(self) -> str:
+        return core.format_milli(self.usage.borrowed_milli)
+
+    @property
+    def guaranteed(self) -> str:
+        return core.format_milli(self.usage.guaranteed_milli)
+
+    @property
+    def limit(self) -> str:
+        return core.format_milli(self.usage.limit_milli)
+
+    @property
+    def free(self) -> str:
+        return core.format_milli(max(0, self.usage.limit_milli - self.usage.used_milli))
+
+
+def quota_bars_for_teams(teams: Iterable[Team]) -> list[QuotaBar]:
+    """``quota_usage_for_teams`` with the proportions a bar needs (percent of the limit)."""
+    return [
+        QuotaBar(
+            usage=q,
+            within_percent=min(100.0, q.percent(q.within_guarantee_milli)),
+            borrowed_percent=min(
+                100.0 - min(100.0, q.percent(q.within_guarantee_milli)),
+                q.percent(q.borrowed_milli),
+            ),
+            guarantee_percent=min(100.0, q.percent(q.guaranteed_milli)),
+        )
+        for q in quota_usage_for_teams(teams)
+    ]

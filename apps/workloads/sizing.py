@@ -140,6 +140,10 @@ class SizingOption:
     def amount(self) -> str:
         return amount_label(self.gpu_milli)
 
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_mib / MIB_PER_GIB
+
 
 @dataclass(frozen=True)
 class SizingEstimate:
@@ -228,3 +232,9 @@ def size_request(
         options=tuple(options),
         notes=tuple(notes),
     )
+
+
+def request_label(gpu_milli: int, replicas: int, gpu_class: str) -> str:
+    """How much a request asks for: "0.25 GPU A100-80GB-MIG", "2 × 4 GPUs H100-80GB"."""
+    prefix = f"{replicas} × " if replicas > 1 else ""
+    return f"{prefix}{amount_label(gpu_milli)} {gpu_class}"

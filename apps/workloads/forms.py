@@ -1,0 +1,490 @@
+"""Portal forms: one request form per kind of workload, templates, sizing and team filters.
+
+Forms only parse and check what the user typed; quota, capacity and permission rules stay in
+``workload_submit``, whose errors the views put back on the fields they concern.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from django import forms
+from django.db.models import Q, QuerySet
+
+from apps.accounts.models import Membership, Team, User
+from apps.accounts.selectors import teams_of
+from apps.catalog.models import GpuClass, Image
+from apps.orchestration.selectors import gpu_class_spec
+from apps.workloads import core, sizing
+from apps.workloads.models import Workload
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+GRID_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+MAX_SWEEP_POINTS = 256
+MAX_ENV_VARS = 64
+PRIORITY_HELP = {
+    core.PRIORITY_PRODUCTION: "live inference; never preempted (leads only)",
+    core.PRIORITY_TRAINING: "active training runs; preempted only by production",
+    core.PRIORITY_DEVELOPMENT: "notebooks and interactive work",
+    core.PRIORITY_BATCH: "background work on idle GPUs; preempted by any higher class",
+}
+
+
+def split_command(value: str, what: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise forms.ValidationError(f"The {what} has unbalanced quotes ({exc}).") from exc
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """``NAME=value`` lines (blank lines and ``#`` comments ignored) as a dict."""
+    env: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep or not ENV_NAME_RE.match(name):
+            raise forms.ValidationError(
+                f"Line {number}: write NAME=value, with a name of letters, digits and _ "
+                f"that does not start with a digit (got “{line[:40]}”)."
+            )
+        if name in env:
+            raise forms.ValidationError(f"Line {number}: {name} is set twice.")
+        env[name] = value
+    if len(env) > MAX_ENV_VARS:
+        raise forms.ValidationError(f"At most {MAX_ENV_VARS} variables.")
+    return env
+
+
+def parse_grid(text: str) -> dict[str, list[str]]:
+    """``name=v1,v2,v3`` lines as a parameter grid."""
+    grid: dict[str, list[str]] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, values = line.partition("=")
+        name = name.strip()
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not GRID_NAME_RE.match(name) or not items:
+            raise forms.ValidationError(
+                f"Line {number}: write name=value1,value2,… (got “{line[:40]}”)."
+            )
+        if name in grid:
+            raise forms.ValidationError(f"Line {number}: {name} is listed twice.")
+        grid[name] = items
+    if not grid:
+        raise forms.ValidationError("Give at least one parameter, e.g. lr=0.1,0.01,0.001.")
+    return grid
+
+
+def grid_points(grid: Mapping[str, list[str]]) -> int:
+    points = 1
+    for values in grid.values():
+        points *= len(values)
+    return points
+
+
+def _pk(value: Any) -> int | None:
+    if isinstance(value, GpuClass | Team | Image):
+        return value.pk
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+class WorkloadRequestForm(forms.Form):
+    """The fields every kind shares. Subclasses add what their kind needs."""
+
+    kind: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    GPU_FIELDS: ClassVar[tuple[str, ...]] = ("gpu_class", "gpu_milli")
+
+    name = forms.CharField(
+        max_length=100, help_text="Shown in lists and on the workload page, e.g. “resnet-sweep”."
+    )
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.none(),
+        empty_label=None,
+        help_text="Whose quota it uses; it runs in that team's namespace.",
+    )
+    gpu_class = forms.ModelChoiceField(
+        queryset=GpuClass.objects.none(), empty_label=None, label="GPU class"
+    )
+    gpu_milli = forms.TypedChoiceField(coerce=int, label="GPU amount", choices=())
+    priority_class = forms.ChoiceField(label="Priority class", choices=())
+    image = forms.ModelChoiceField(
+        queryset=Image.objects.none(), empty_label=None, help_text="From the curated catalog."
+    )
+    max_runtime_hours = forms.DecimalField(
+        label="Max runtime (hours)",
+        required=False,
+        min_value=Decimal("0.05"),
+        max_value=Decimal("720"),
+        decimal_places=2,
+        help_text="Stopped after this long (state “expired”). Empty: no limit.",
+    )
+
+    def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        teams = Team.objects.order_by("name") if user.is_staff else teams_of(user)
+        self.fields["team"].queryset = teams  # type: ignore[attr-defined]
+        classes = GpuClass.objects.filter(enabled=True).order_by("name")
+        self.fields["gpu_class"].queryset = classes  # type: ignore[attr-defined]
+        self.fields["image"].queryset = self.images()  # type: ignore[attr-defined]
+        self.selected_class = self._selected(classes, "gpu_class")
+        self.fields["gpu_milli"].choices = self.amount_choices()  # type: ignore[attr-defined]
+        self.fields["priority_class"].choices = self.priority_choices(  # type: ignore[attr-defined]
+            self._selected(teams, "team")
+        )
+        if not self.is_bound:
+            self.initial.setdefault("priority_class", core.DEFAULT_PRIORITY[self.kind])
+            if self.selected_class is not None and "gpu_class" not in self.initial:
+                self.initial["gpu_class"] = self.selected_class.pk
+            if "gpu_milli" not in self.initial:
+                choices = self.fields["gpu_milli"].choices  # type: ignore[attr-defined]
+                self.initial["gpu_milli"] = choices[0][0] if choices else None
+
+    # --- what the user may choose -----------------------------------------------------------
+
+    def images(self) -> QuerySet[Image]:
+        wanted = Image.Kind.NOTEBOOK if self.kind == core.KIND_NOTEBOOK else Image.Kind.TRAINING
+        return Image.objects.filter(enabled=True).filter(Q(kind=wanted) | Q(kind=Image.Kind.ANY))
+
+    def _raw(self, name: str) -> Any:
+        if self.is_bound:
+            return self.data.get(self.add_prefix(name))
+        return self.initial.get(name)
+
+    def _selected(self, queryset: QuerySet[Any], name: str) -> Any:
+        pk = _pk(self._raw(name))
+        chosen = queryset.filter(pk=pk).first() if pk is not None else None
+        return chosen or queryset.first()
+
+    def amount_choices(self) -> list[tuple[int, str]]:
+        if self.selected_class is None:
+            return []
+        spec = gpu_class_spec(self.selected_class)
+        return [
+            (milli, f"{sizing.amount_label(milli)} — {sizing.describe_amount(milli, spec)}")
+            for milli in sizing.amount_choices(spec)
+        ]
+
+    def priority_choices(self, team: Team | None) -> list[tuple[str, str]]:
+        is_lead = (
+            team is not None
+            and Membership.objects.filter(
+                user=self.user, team=team, role=Membership.Role.LEAD
+            ).exists()
+        )
+        allowed = core.allowed_priorities(is_lead=is_lead, is_admin=self.user.is_staff)
+        labels = dict(Workload.Priority.choices)
+        return [(p, f"{labels[p]} — {PRIORITY_HELP[p]}") for p in allowed]
+
+    def gpu_preview(self) -> str:
+        """What the chosen amount becomes on the chosen class, in words."""
+        if self.selected_class is None:
+            return "No GPU class is offered at the moment."
+        milli = _pk(self._raw("gpu_milli"))
+        choices = [c for c, _ in self.fields["gpu_milli"].choices]  # type: ignore[attr-defined]
+        if milli not in choices:
+            milli = choices[0] if choices else None
+        if milli is None:
+            return "This class offers no amount."
+        return sizing.describe_amount(milli, gpu_class_spec(self.selected_class))
+
+    # --- what it becomes ----------------------------------------------------------------------
+
+    def clean_command(self) -> list[str]:
+        return split_command(self.cleaned_data.get("command") or "", "command")
+
+    def clean_args(self) -> list[str]:
+        return split_command(self.cleaned_data.get("args") or "", "arguments")
+
+    def clean_env(self) -> dict[str, str]:
+        return parse_env(self.cleaned_data.get("env") or "")
+
+    def replica_count(self) -> int:
+        return 1
+
+    def params(self) -> dict[str, Any]:
+        return {}
+
+    def submit_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``workload_submit`` (after ``is_valid()``)."""
+        data = self.cleaned_data
+        hours = data.get("max_runtime_hours")
+        minutes = data.get("idle_timeout_minutes")
+        return {
+            "team": data["team"],
+            "kind": self.kind,
+            "name": data["name"],
+            "gpu_class": data["gpu_class"],
+            "image": data["image"],
+            "gpu_milli": data["gpu_milli"],
+            "replicas": self.replica_count(),
+            "priority_class": data["priority_class"],
+            "command": data.get("command") or [],
+            "args": data.get("args") or [],
+            "env": data.get("env") or {},
+            "max_runtime_seconds": int(hours * 3600) if hours else None,
+            "idle_timeout_seconds": int(minutes) * 60 if minutes else None,
+            "retries": data.get("retries") or 0,
+            "params": self.params(),
+        }
+
+    def template_values(self) -> dict[str, str]:
+        """What the user typed, field by field, to start a new request from later."""
+        return {
+            name: str(self.data.get(self.add_prefix(name), ""))
+            for name in self.fields
+            if self.data.get(self.add_prefix(name)) not in (None, "")
+        }
+
+    def error_field(self, field: str) -> str | None:
+        """The form field a service error on ``field`` belongs to (None: the whole form)."""
+        if field == "replicas":
+            return "replicas" if "replicas" in self.fields else "gpu_milli"
+        return field if field in self.fields else None
+
+
+class NotebookRequestForm(WorkloadRequestForm):
+    kind = core.KIND_NOTEBOOK
+    title = "New notebook"
+
+    idle_timeout_minutes = forms.IntegerField(
+        label="Idle timeout (minutes)",
+        required=False,
+        min_value=5,
+        max_value=7 * 24 * 60,
+        initial=60,
+        help_text="Suspended after this long without GPU or Jupyter activity; files are kept.",
+    )
+    env = forms.CharField(
+        label="Environment variables",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text="One NAME=value per line.",
+    )
+
+    field_order = [
+        "name",
+        "team",
+        "gpu_class",
+        "gpu_milli",
+        "priority_class",
+        "image",
+        "env",
+        "max_runtime_hours",
+        "idle_timeout_minutes",
+    ]
+
+
+class _BatchFields(forms.Form):
+    command = forms.CharField(
+        required=False,
+        max_length=2000,
+        help_text="Overrides the image's entrypoint, e.g. torchrun train.py. Empty: the image's.",
+        widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono"}),
+    )
+    args = forms.CharField(
+        label="Arguments",
+        required=False,
+        max_length=4000,
+        help_text="Split like a shell does: --lr 3e-4 --data '/data/my set'.",
+        widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono"}),
+    )
+    env = forms.CharField(
+        label="Environment variables",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text="One NAME=value per line.",
+    )
+
+
+class TrainingRequestForm(WorkloadRequestForm, _BatchFields):
+    kind = core.KIND_TRAINING
+    title = "New training job"
+
+    replicas = forms.IntegerField(
+        label="Nodes",
+        min_value=1,
+        max_value=64,
+        initial=1,
+        help_text="Replicas, one per node; more than one runs a multi-node (torchrun) job "
+        "started all at once.",
+    )
+    retries = forms.IntegerField(
+        min_value=0, max_value=10, initial=0, required=False, help_text="Restarts on failure."
+    )
+
+    field_order = [
+        "name",
+        "team",
+        "gpu_class",
+        "gpu_milli",
+        "replicas",
+        "priority_class",
+        "image",
+        "command",
+        "args",
+        "env",
+        "max_runtime_hours",
+        "retries",
+    ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["gpu_milli"].label = "GPUs per node"
+        self.fields[
+            "gpu_milli"
+        ].help_text = (
+            "Fractions are offered only where the class shares GPUs, and for one node only."
+        )
+
+    def replica_count(self) -> int:
+        return int(self.cleaned_data.get("replicas") or 1)
+
+
+class SweepRequestForm(WorkloadRequestForm, _BatchFields):
+    kind = core.KIND_SWEEP
+    title = "New batch sweep"
+
+    grid = forms.CharField(
+        label="Parameter grid",
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "mono"}),
+        help_text="One name=value1,value2,… per line. Each point of the grid runs as its own "
+        "job and sees its values as SWEEP_<NAME> environment variables.",
+    )
+
+    field_order = [
+        "name",
+        "team",
+        "gpu_class",
+        "gpu_milli",
+        "grid",
+        "priority_class",
+        "image",
+        "command",
+        "args",
+        "env",
+        "max_runtime_hours",
+    ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["gpu_milli"].label = "GPU amount per point"
+
+    def clean_grid(self) -> dict[str, list[str]]:
+        grid = parse_grid(self.cleaned_data.get("grid") or "")
+        points = grid_points(grid)
+        if points > MAX_SWEEP_POINTS:
+            raise forms.ValidationError(
+                f"The grid has {points} points; at most {MAX_SWEEP_POINTS} per sweep."
+            )
+        return grid
+
+    def replica_count(self) -> int:
+        return grid_points(self.cleaned_data["grid"])
+
+    def params(self) -> dict[str, Any]:
+        return {"grid": self.cleaned_data["grid"]}
+
+    def error_field(self, field: str) -> str | None:
+        if field == "replicas":
+            return "grid"
+        return super().error_field(field)
+
+
+REQUEST_FORMS: dict[str, type[WorkloadRequestForm]] = {
+    core.KIND_NOTEBOOK: NotebookRequestForm,
+    core.KIND_TRAINING: TrainingRequestForm,
+    core.KIND_SWEEP: SweepRequestForm,
+}
+
+
+class TemplateSaveForm(forms.Form):
+    """Saving the request being typed as a named template (prefix ``template``)."""
+
+    name = forms.CharField(
+        label="Template name", max_length=100, help_text="e.g. “7B LoRA on a MIG slice”."
+    )
+    share = forms.BooleanField(
+        label="Share with my team", required=False, help_text="Teammates can start from it too."
+    )
+
+
+class SizingForm(forms.Form):
+    params_billions = forms.DecimalField(
+        label="Model parameters (billions)",
+        min_value=Decimal("0.01"),
+        max_value=Decimal("10000"),
+        decimal_places=3,
+        initial=Decimal("7"),
+    )
+    precision = forms.ChoiceField(
+        choices=list(sizing.PRECISION_LABELS.items()), initial="bf16", label="Precision"
+    )
+    task = forms.ChoiceField(
+        choices=list(sizing.TASK_LABELS.items()), initial=sizing.TASK_INFERENCE, label="Task"
+    )
+
+
+STATE_FILTERS = {
+    "active": ("Active", core.ACTIVE_STATES),
+    "waiting": ("Waiting", core.WAITING_STATES | {core.PREEMPTED}),
+    "suspended": ("Suspended", frozenset({core.SUSPENDED})),
+    "finished": ("Finished", core.TERMINAL_STATES),
+}
+
+
+class TeamWorkloadFilterForm(forms.Form):
+    state = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any state"), *((k, v[0]) for k, v in STATE_FILTERS.items())],
+    )
+    kind = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any kind"), *Workload.Kind.choices],
+    )
+    owner = forms.ModelChoiceField(
+        queryset=User.objects.none(), required=False, empty_label="Anyone"
+    )
+    gpu_class = forms.ModelChoiceField(
+        queryset=GpuClass.objects.none(), required=False, empty_label="Any class", label="GPU class"
+    )
+
+    def __init__(self, *args: Any, team: Team, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        owners = User.objects.filter(Q(memberships__team=team) | Q(workloads__team=team))
+        self.fields["owner"].queryset = owners.distinct().order_by(  # type: ignore[attr-defined]
+            "username"
+        )
+        self.fields["gpu_class"].queryset = GpuClass.objects.order_by(  # type: ignore[attr-defined]
+            "name"
+        )
+
+    def filters(self) -> dict[str, Any]:
+        """Selector filters for the valid choices (invalid ones are ignored)."""
+        if not self.is_valid():
+            return {}
+        data = self.cleaned_data
+        result: dict[str, Any] = {}
+        if data.get("state"):
+            result["states"] = STATE_FILTERS[data["state"]][1]
+        if data.get("kind"):
+            result["kind"] = data["kind"]
+        if data.get("owner"):
+            result["owner"] = data["owner"]
+        if data.get("gpu_class"):
+            result["gpu_class"] = data["gpu_class"]
+        return result
