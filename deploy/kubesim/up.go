@@ -123,6 +123,16 @@ func runUp(args []string) int {
 		fmt.Fprintln(os.Stderr, "kubesim up:", err)
 		return 1
 	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".kubesim.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubesim up:", err)
+		return 1
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		fmt.Fprintf(os.Stderr, "kubesim up: data dir %s is in use by another kubesim up (%v)\n", dir, err)
+		return 1
+	}
 	_ = os.Remove(filepath.Join(dir, "READY"))
 	if f, err := os.OpenFile(filepath.Join(logDir, "up.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 		log.SetOutput(io.MultiWriter(os.Stderr, f))

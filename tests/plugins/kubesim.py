@@ -2,6 +2,7 @@
 
 Fixtures:
 
+* ``kubesim_binary`` (session): path of the built kubesim binary (built once, cached).
 * ``kubesim`` (session): a running cluster, one per pytest process (so one per xdist worker,
   each with its own data dir and free ports). Topology: ``$KUBESIM_TOPOLOGY`` or the default
   topology (deploy/kubesim/topologies/default.yaml).
@@ -28,7 +29,7 @@ import pytest
 
 from gpupaas.devtools import kubesim as ks
 
-FIXTURES = frozenset({"kubesim", "kube_api_client", "k8s_namespace"})
+FIXTURES = frozenset({"kubesim", "kube_api_client", "k8s_namespace", "kubesim_binary"})
 NAMESPACE_TIMEOUT = 90.0
 
 
@@ -49,12 +50,18 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def kubesim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ks.Kubesim]:
-    """A running kubesim cluster for this pytest process."""
+def kubesim_binary() -> Path:
+    """The kubesim binary, built on first use (file-locked, so xdist workers build it once)."""
     try:
-        ks.ensure_binary()
+        return ks.ensure_binary()
     except ks.ToolchainMissingError as exc:
         _unavailable(str(exc))
+        raise  # unreachable: _unavailable skips or fails
+
+
+@pytest.fixture(scope="session")
+def kubesim(kubesim_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ks.Kubesim]:
+    """A running kubesim cluster for this pytest process."""
     topology_env = os.environ.get("KUBESIM_TOPOLOGY")
     topology = Path(topology_env) if topology_env else None
     data_dir = tmp_path_factory.mktemp("kubesim")
