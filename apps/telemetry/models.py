@@ -84,6 +84,9 @@ class WorkloadUsage(models.Model):
     )
     last_utilisation = models.FloatField(null=True, blank=True, help_text="0–1, last cycle.")
     last_sample_at = models.DateTimeField(null=True, blank=True)
+    pods = models.JSONField(
+        default=list, blank=True, help_text="[namespace, pod] pairs seen in the last cycle."
+    )
     idle_since = models.DateTimeField(null=True, blank=True)
     warned_at = models.DateTimeField(null=True, blank=True)
     flagged_at = models.DateTimeField(null=True, blank=True)

@@ -1,0 +1,521 @@
+"""Telemetry writes: the ingestion pass (accounting and idle policy), idle suspension for the
+system actor, and node health reports."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.accounts.models import Membership
+from apps.audit.services import audit_record
+from apps.catalog.models import ClusterNode
+from apps.orchestration import manifests as m
+from apps.orchestration.clusters import ClusterConfigError, kube_for
+from apps.orchestration.kube import ClusterUnreachable
+from apps.orchestration.selectors import enabled_clusters
+from apps.telemetry import core
+from apps.telemetry.models import (
+    IdleNotice,
+    IdlePolicy,
+    IngestCursor,
+    NodeHealthReport,
+    UsageDay,
+    WorkloadUsage,
+)
+from apps.telemetry.prom import PrometheusClient, default_client
+from apps.workloads import core as wl
+from apps.workloads.models import Workload
+from apps.workloads.services import workload_transition
+from gpupaas.queue import enqueue_on_commit
+
+log = logging.getLogger(__name__)
+
+PodIndex = Mapping[tuple[str, str], core.PodAllocation]
+ACTED_KINDS = (wl.KIND_NOTEBOOK, wl.KIND_TRAINING, wl.KIND_SWEEP)
+ENDED_HOLDING_STATES = (wl.SUSPENDED, wl.PREEMPTED)
+
+
+@dataclass
+class IngestResult:
+    skipped: bool = False
+    window_seconds: float = 0.0
+    series: int = 0
+    workloads: int = 0
+    measured: int = 0
+    warned: list[int] = field(default_factory=list)
+    suspended: list[int] = field(default_factory=list)
+    flagged: list[int] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+# --- the pod index: which pod belongs to which workload ----------------------------------
+
+
+def pod_index_build(
+    pods: Iterable[Mapping[str, Any]], workloads: Mapping[int, tuple[str, int]]
+) -> dict[tuple[str, str], core.PodAllocation]:
+    """(namespace, pod) → allocation, from pods carrying our workload label.
+
+    ``workloads`` maps a workload id to (its team's namespace, milli-GPU per replica). A pod
+    counts only in its workload's team namespace: one team is never credited with a pod
+    another team labelled with its workload id.
+    """
+    index: dict[tuple[str, str], core.PodAllocation] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        owner = (meta.get("labels") or {}).get(m.LABEL_WORKLOAD, "")
+        if not owner.isdigit() or int(owner) not in workloads:
+            continue
+        namespace, milli = workloads[int(owner)]
+        if meta.get("namespace") != namespace:
+            continue
+        index[(namespace, meta["name"])] = core.PodAllocation(int(owner), milli / 1000)
+    return index
+
+
+def pod_index_from_clusters(
+    workload_ids: Iterable[int],
+) -> dict[tuple[str, str], core.PodAllocation]:
+    ids = set(workload_ids)
+    if not ids:
+        return {}
+    workloads = {
+        pk: (namespace, milli)
+        for pk, namespace, milli in Workload.objects.filter(pk__in=ids).values_list(
+            "pk", "team__namespace", "gpu_milli"
+        )
+    }
+    pods: list[dict[str, Any]] = []
+    for cluster in enabled_clusters():
+        try:
+            pods += kube_for(cluster).list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD)
+        except (ClusterUnreachable, ClusterConfigError) as exc:
+            log.warning("telemetry: pods of cluster %s unknown this cycle: %s", cluster.name, exc)
+    return pod_index_build(pods, workloads)
+
+
+# --- ingestion ---------------------------------------------------------------------------
+
+
+def _fetch_samples(client: PrometheusClient, window: float, at: datetime) -> list[core.Sample]:
+    samples: list[core.Sample] = []
+    for name, promql in core.accounting_queries(round(window)).items():
+        samples += core.samples_from_vector(name, client.query(promql, at=at))
+    return samples
+
+
+def _policy_defaults() -> core.IdlePolicy:
+    return core.IdlePolicy(
+        enabled=True,
+        threshold=settings.TELEMETRY_IDLE_THRESHOLD_PERCENT / 100,
+        warn_after=timedelta(seconds=settings.TELEMETRY_IDLE_WARN_SECONDS),
+        suspend_after=timedelta(seconds=settings.TELEMETRY_IDLE_SUSPEND_SECONDS),
+        flag_after=timedelta(seconds=settings.TELEMETRY_IDLE_FLAG_SECONDS),
+    )
+
+
+class PolicyBook:
+    """Resolves the idle policy of a team and GPU class: most specific row wins."""
+
+    def __init__(self) -> None:
+        self.rows = {(p.team_id, p.gpu_class_id): p for p in IdlePolicy.objects.all()}
+        self.default = _policy_defaults()
+
+    def for_workload(self, team_id: int, gpu_class_id: int) -> core.IdlePolicy:
+        for key in ((team_id, gpu_class_id), (team_id, None), (None, gpu_class_id), (None, None)):
+            row = self.rows.get(key)
+            if row is not None:
+                return core.IdlePolicy(
+                    enabled=row.enabled,
+                    threshold=row.threshold_percent / 100,
+                    warn_after=row.warn_after,
+                    suspend_after=row.suspend_after,
+                    flag_after=row.flag_after,
+                )
+        return self.default
+
+
+def _day_segments(start: datetime, end: datetime) -> list[tuple[date, datetime, datetime]]:
+    segments = []
+    cursor = start
+    while cursor < end:
+        day = cursor.astimezone(UTC).date()
+        midnight = datetime.combine(day + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+        segment_end = min(end, midnight)
+        segments.append((day, cursor, segment_end))
+        cursor = segment_end
+    return segments
+
+
+def _accounted_workloads(window_start: datetime) -> list[Workload]:
+    """Workloads that held GPUs during the window: running, or stopped since it began."""
+    return list(
+        Workload.objects.filter(started_at__isnull=False)
+        .filter(
+            Q(state__in=(wl.STARTING, wl.RUNNING))
+            | Q(finished_at__gt=window_start)
+            | Q(state__in=ENDED_HOLDING_STATES, updated_at__gt=window_start)
+        )
+        .select_related("gpu_class", "owner", "team")
+    )
+
+
+def telemetry_ingest(
+    *,
+    now: datetime | None = None,
+    client: PrometheusClient | None = None,
+    pod_index: PodIndex | None = None,
+) -> IngestResult:
+    """One accounting and idle-policy pass over the window since the last one.
+
+    Passes are serialised by a row lock on the cursor, so two beat ticks (or a slow pass and the
+    next one) never count the same seconds twice.
+    """
+    moment = now or timezone.now()
+    result = IngestResult()
+    own_client = client is None
+    prometheus = client or default_client()
+    timer = time.perf_counter()
+    try:
+        IngestCursor.objects.get_or_create(pk=1)
+        with transaction.atomic():
+            cursor = IngestCursor.objects.select_for_update().get(pk=1)
+            interval = timedelta(seconds=settings.TELEMETRY_INGEST_SECONDS)
+            longest = max(interval * 3, timedelta(minutes=10))
+            window_start = max(cursor.until or (moment - interval), moment - longest)
+            if moment - window_start < timedelta(seconds=1):
+                result.skipped = True
+                return result
+            window = (moment - window_start).total_seconds()
+            result.window_seconds = window
+            workloads = _accounted_workloads(window_start)
+            result.workloads = len(workloads)
+            mark = time.perf_counter()
+            samples = _fetch_samples(prometheus, window, moment)
+            result.timings["query"] = time.perf_counter() - mark
+            result.series = len(samples)
+            mark = time.perf_counter()
+            index = (
+                pod_index
+                if pod_index is not None
+                else pod_index_from_clusters(w.pk for w in workloads)
+            )
+            result.timings["pods"] = time.perf_counter() - mark
+            mark = time.perf_counter()
+            readings = core.readings_from_samples(samples)
+            measures = core.measure_workloads(readings, index)
+            pods_of: dict[int, list[list[str]]] = {}
+            for (namespace, pod), allocation in index.items():
+                pods_of.setdefault(allocation.workload_id, []).append([namespace, pod])
+            result.timings["join"] = time.perf_counter() - mark
+            mark = time.perf_counter()
+            _account(workloads, measures, pods_of, window_start, moment, result)
+            result.timings["write"] = time.perf_counter() - mark
+            cursor.until = moment
+            cursor.last_series = result.series
+            cursor.last_workloads = result.workloads
+            cursor.last_duration_ms = int((time.perf_counter() - timer) * 1000)
+            cursor.last_error = ""
+            cursor.save()
+    finally:
+        if own_client:
+            prometheus.close()
+    return result
+
+
+def _account(
+    workloads: list[Workload],
+    measures: Mapping[int, core.WorkloadMeasure],
+    pods_of: Mapping[int, list[list[str]]],
+    window_start: datetime,
+    now: datetime,
+    result: IngestResult,
+) -> None:
+    ids = [w.pk for w in workloads]
+    usages = WorkloadUsage.objects.in_bulk(ids)
+    segments_by_workload: dict[int, list[tuple[date, float]]] = {}
+    days: set[date] = set()
+    for workload in workloads:
+        end_of_holding = workload.finished_at
+        if workload.state in ENDED_HOLDING_STATES:
+            end_of_holding = workload.updated_at
+        parts = []
+        for day, start, end in _day_segments(window_start, now):
+            seconds = core.overlap_seconds(workload.started_at, end_of_holding, start, end)
+            if seconds > 0:
+                parts.append((day, seconds))
+                days.add(day)
+        segments_by_workload[workload.pk] = parts
+    existing_days = {
+        (row.workload_id, row.day): row
+        for row in UsageDay.objects.filter(workload_id__in=ids, day__in=days)
+    }
+    policies = PolicyBook()
+    usage_rows: list[WorkloadUsage] = []
+    day_rows: list[UsageDay] = []
+    for workload in workloads:
+        measure = measures.get(workload.pk)
+        utilisation = measure.utilisation if measure else None
+        if utilisation is not None:
+            result.measured += 1
+        gpus = workload.total_milli / 1000
+        usage = usages.get(workload.pk) or WorkloadUsage(workload=workload)
+        for day, seconds in segments_by_workload[workload.pk]:
+            allocated = gpus * seconds
+            used = allocated * (utilisation or 0.0)
+            row = existing_days.get((workload.pk, day))
+            if row is None:
+                row = existing_days[(workload.pk, day)] = UsageDay(
+                    day=day,
+                    workload=workload,
+                    team_id=workload.team_id,
+                    owner_id=workload.owner_id,
+                    gpu_class_id=workload.gpu_class_id,
+                )
+            row.allocated_gpu_seconds += allocated
+            row.used_gpu_seconds += used
+            row.cost = Decimal(row.cost) + core.price(allocated, workload.gpu_class.hourly_cost)
+            usage.allocated_gpu_seconds += allocated
+            usage.used_gpu_seconds += used
+            if utilisation is not None:
+                usage.measured_seconds += seconds
+        usage.last_utilisation = utilisation
+        usage.last_sample_at = now if utilisation is not None else usage.last_sample_at
+        usage.pods = pods_of.get(workload.pk, usage.pods if utilisation is None else [])
+        if workload.state == wl.RUNNING and workload.kind in ACTED_KINDS:
+            _apply_idle_policy(workload, usage, utilisation, policies, window_start, now, result)
+        elif workload.state != wl.RUNNING:
+            usage.idle_since = usage.warned_at = usage.flagged_at = None
+        usage_rows.append(usage)
+    day_rows = list(existing_days.values())
+    WorkloadUsage.objects.bulk_create(
+        usage_rows,
+        update_conflicts=True,
+        unique_fields=["workload"],
+        update_fields=[
+            "allocated_gpu_seconds",
+            "used_gpu_seconds",
+            "measured_seconds",
+            "last_utilisation",
+            "last_sample_at",
+            "pods",
+            "idle_since",
+            "warned_at",
+            "flagged_at",
+        ],
+        batch_size=2000,
+    )
+    UsageDay.objects.bulk_create(
+        day_rows,
+        update_conflicts=True,
+        unique_fields=["workload", "day"],
+        update_fields=["allocated_gpu_seconds", "used_gpu_seconds", "cost"],
+        batch_size=2000,
+    )
+    _close_finished_suspensions(now)
+
+
+def _apply_idle_policy(
+    workload: Workload,
+    usage: WorkloadUsage,
+    utilisation: float | None,
+    policies: PolicyBook,
+    window_start: datetime,
+    now: datetime,
+    result: IngestResult,
+) -> None:
+    policy = policies.for_workload(workload.team_id, workload.gpu_class_id)
+    decision = core.idle_decide(
+        kind=workload.kind,
+        utilisation=utilisation,
+        policy=policy,
+        state=core.IdleState(usage.idle_since, usage.warned_at, usage.flagged_at),
+        window_start=window_start,
+        now=now,
+    )
+    usage.idle_since = decision.idle_since
+    if decision.busy_again:
+        usage.warned_at = usage.flagged_at = None
+        IdleNotice.objects.filter(
+            workload=workload,
+            kind__in=(IdleNotice.Kind.WARNED, IdleNotice.Kind.FLAGGED),
+            resolved_at__isnull=True,
+        ).update(resolved_at=now)
+    if decision.idle_since is None:
+        return
+    idle_for = core.describe_minutes(now - decision.idle_since)
+    below = f"GPU < {policy.threshold * 100:g}%"
+    gpus = workload.total_milli / 1000
+    common = {
+        "workload": workload,
+        "utilisation": utilisation or 0.0,
+        "idle_since": decision.idle_since,
+        "allocated_gpus": gpus,
+        "created_at": now,
+    }
+    if decision.warn:
+        suspend_at = decision.idle_since + policy.suspend_after
+        IdleNotice.objects.create(
+            kind=IdleNotice.Kind.WARNED,
+            message=(
+                f"Your notebook's GPU has been idle for {idle_for} ({below}). It will be "
+                f"suspended at {suspend_at:%H:%M} UTC unless it is used; your files are kept."
+            ),
+            **common,
+        )
+        usage.warned_at = now
+        result.warned.append(workload.pk)
+    if decision.suspend:
+        reason = (
+            f"Suspended after {idle_for} idle ({below}); your files are kept — resume in one click."
+        )
+        if telemetry_idle_suspend(workload=workload, reason=reason, notice=common):
+            usage.idle_since = usage.warned_at = None
+            result.suspended.append(workload.pk)
+    if decision.flag:
+        message = (
+            f"{workload.get_kind_display()} {workload.name} holds {gpus:g} GPU that have been "
+            f"idle for {idle_for} ({below}). Please check it, or cancel it to free the GPUs."
+        )
+        IdleNotice.objects.create(kind=IdleNotice.Kind.FLAGGED, message=message, **common)
+        usage.flagged_at = now
+        result.flagged.append(workload.pk)
+        _notify_owner_and_leads(workload, message)
+
+
+def _notify_owner_and_leads(workload: Workload, message: str) -> None:
+    leads = Membership.objects.filter(team_id=workload.team_id, role=Membership.Role.LEAD)
+    recipients = sorted({workload.owner.email, *leads.values_list("user__email", flat=True)} - {""})
+    if not recipients:
+        return
+    subject = f"[gpupaas] Idle GPUs: {workload.name} (#{workload.pk})"
+
+    def send() -> None:
+        try:
+            send_mail(subject, message, None, recipients)
+        except Exception as exc:  # a mail outage must not undo accounting
+            log.warning("could not mail %s about idle workload %s: %s", recipients, workload, exc)
+
+    transaction.on_commit(send)
+
+
+def telemetry_idle_suspend(
+    *, workload: Workload, reason: str, notice: Mapping[str, Any] | None = None
+) -> bool:
+    """Suspend an idle notebook as the system: the same transition as ``workload_suspend``
+    (storage kept, resumable), without a user's permission check. False if it lost a race."""
+    if workload.kind != wl.KIND_NOTEBOOK or workload.state not in (wl.STARTING, wl.RUNNING):
+        return False
+    with transaction.atomic():
+        if not workload_transition(
+            workload=workload, to_state=wl.SUSPENDED, reason=reason, expected_from=workload.state
+        ):
+            return False
+        audit_record(
+            actor=None, action="workload.idle_suspend", obj=workload, details={"reason": reason}
+        )
+        values = dict(notice or {})
+        values.setdefault("workload", workload)
+        values.setdefault("utilisation", 0.0)
+        values.setdefault("idle_since", timezone.now())
+        values.setdefault("allocated_gpus", workload.total_milli / 1000)
+        IdleNotice.objects.create(kind=IdleNotice.Kind.SUSPENDED, message=reason, **values)
+        enqueue_on_commit("orchestration.workload_reconcile", workload.pk)
+    return True
+
+
+def _close_finished_suspensions(now: datetime) -> None:
+    """A suspension's reclaimed time ends when the notebook is resumed, cancelled or fails."""
+    open_notices = IdleNotice.objects.filter(
+        kind=IdleNotice.Kind.SUSPENDED, resolved_at__isnull=True
+    ).exclude(workload__state=wl.SUSPENDED)
+    for notice in open_notices.select_related("workload"):
+        notice.resolved_at = min(now, max(notice.created_at, notice.workload.updated_at))
+        notice.save(update_fields=["resolved_at"])
+
+
+def idle_notice_dismiss(*, notice: IdleNotice) -> None:
+    IdleNotice.objects.filter(pk=notice.pk, resolved_at__isnull=True).update(
+        resolved_at=timezone.now()
+    )
+
+
+# --- node health -------------------------------------------------------------------------
+
+HEALTH_METRICS = (
+    core.GPU_TEMP,
+    core.POWER_USAGE,
+    core.XID_ERRORS,
+    core.ECC_SBE_TOTAL,
+    core.ECC_DBE_TOTAL,
+    core.FB_USED,
+    core.FB_FREE,
+)
+
+
+def node_health_store(
+    nodes: Mapping[str, core.NodeHealth], *, now: datetime | None = None
+) -> list[NodeHealthReport]:
+    """Judge and store each node's report, against the inventory's GPU count where known."""
+    moment = now or timezone.now()
+    inventory = {n.name: n for n in ClusterNode.objects.filter(name__in=list(nodes))}
+    stored = []
+    for hostname, node in nodes.items():
+        known = inventory.get(hostname)
+        expected = known.gpu_count if known is not None and known.gpu_count else None
+        core.health_verdict(node, expected_gpus=expected)
+        report, _ = NodeHealthReport.objects.update_or_create(
+            hostname=hostname,
+            defaults={
+                "cluster_node": known,
+                "source": node.source,
+                "gpu_count": len(node.gpus),
+                "expected_gpu_count": expected,
+                "models_seen": node.models[:300],
+                "driver_version": node.driver_version[:64],
+                "memory_mib": max((g.memory_mib for g in node.gpus), default=0),
+                "max_temperature_c": max(
+                    (g.temperature_c for g in node.gpus if g.temperature_c is not None),
+                    default=None,
+                ),
+                "ecc_single_bit": sum(g.ecc_sbe for g in node.gpus),
+                "ecc_double_bit": sum(g.ecc_dbe for g in node.gpus),
+                "xid_errors": [{"gpu": g.index, "xid": g.xid} for g in node.gpus if g.xid],
+                "gpus": [g.as_dict() for g in node.gpus],
+                "verdict": node.verdict,
+                "problems": node.problems,
+                "reported_at": moment,
+            },
+        )
+        stored.append(report)
+    return stored
+
+
+def node_health_refresh(*, client: PrometheusClient | None = None) -> list[NodeHealthReport]:
+    """Read every node's latest GPU metrics from Prometheus and store its health report."""
+    own_client = client is None
+    prometheus = client or default_client()
+    try:
+        names = "|".join(HEALTH_METRICS)
+        result = prometheus.query(f'{{__name__=~"{names}"}}')
+    finally:
+        if own_client:
+            prometheus.close()
+    samples = [
+        core.Sample(
+            str(item["metric"].get("__name__", "")), item["metric"], float(item["value"][1])
+        )
+        for item in result
+    ]
+    return node_health_store(core.node_health_from_samples(samples))
