@@ -6,6 +6,7 @@ Everything goes through the official ``kubernetes`` client against the cluster s
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
@@ -86,7 +87,7 @@ def gpu_job(
     )
 
 
-def condition(obj: Any, type_: str) -> Any | None:
+def condition(obj: Any, type_: str) -> Any:
     for cond in obj.status.conditions or []:
         if cond.type == type_:
             return cond
@@ -214,7 +215,7 @@ def test_higher_priority_pod_preempts_lower_priority_pods_through_the_scheduler(
         )
     for name in ("low-a", "low-b"):
         wait_for(
-            lambda n=name: core.read_namespaced_pod(n, k8s_namespace),
+            functools.partial(core.read_namespaced_pod, name, k8s_namespace),
             lambda p: p.status.phase == "Running",
             f"{name} to run",
         )
@@ -232,7 +233,7 @@ def test_higher_priority_pod_preempts_lower_priority_pods_through_the_scheduler(
     assert high_pod.spec.node_name == node
     assert high_pod.spec.priority == 1_000_000
     for name in ("low-a", "low-b"):
-        assert is_gone(lambda n=name: core.read_namespaced_pod(n, k8s_namespace))
+        assert is_gone(functools.partial(core.read_namespaced_pod, name, k8s_namespace))
     events = wait_for(
         lambda: core.list_namespaced_event(k8s_namespace).items,
         lambda evs: {e.involved_object.name for e in evs if e.reason == "Preempted"}

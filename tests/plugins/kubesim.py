@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
 from gpupaas.devtools import kubesim as ks
 
@@ -74,15 +76,13 @@ def kubesim(kubesim_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 @pytest.fixture(scope="session")
-def kube_api_client(kubesim: ks.Kubesim) -> Iterator[object]:
+def kube_api_client(kubesim: ks.Kubesim) -> Iterator[client.ApiClient]:
     """``kubernetes.client.ApiClient`` configured from the cluster's admin kubeconfig."""
-    from kubernetes import config
-
-    client = config.new_client_from_config(config_file=str(kubesim.kubeconfig))
+    api_client = config.new_client_from_config(config_file=str(kubesim.kubeconfig))
     try:
-        yield client
+        yield api_client
     finally:
-        client.close()
+        api_client.close()
 
 
 def _unique_namespace(nodeid: str) -> str:
@@ -92,15 +92,14 @@ def _unique_namespace(nodeid: str) -> str:
 
 
 @pytest.fixture
-def k8s_namespace(kube_api_client: object, request: pytest.FixtureRequest) -> Iterator[str]:
+def k8s_namespace(
+    kube_api_client: client.ApiClient, request: pytest.FixtureRequest
+) -> Iterator[str]:
     """Name of a fresh namespace with its ``default`` ServiceAccount; deleted afterwards.
 
     The namespace is labelled ``kubesim.io/test=true``. Deletion is not waited for.
     """
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    core = client.CoreV1Api(kube_api_client)  # type: ignore[arg-type]
+    core = client.CoreV1Api(kube_api_client)
     name = _unique_namespace(request.node.nodeid)
     core.create_namespace(
         client.V1Namespace(
