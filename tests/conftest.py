@@ -5,4 +5,6 @@ pytest_plugins = [
     "tests.plugins.redis_server",
     "tests.plugins.oidc",
     "tests.plugins.kubesim",
+    "tests.plugins.prometheus",
+    "tests.plugins.browser",
 ]
