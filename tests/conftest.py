@@ -6,5 +6,4 @@ pytest_plugins = [
     "tests.plugins.oidc",
     "tests.plugins.kubesim",
     "tests.plugins.prometheus",
-    "tests.plugins.browser",
 ]
