@@ -6,4 +6,5 @@ pytest_plugins = [
     "tests.plugins.oidc",
     "tests.plugins.kubesim",
     "tests.plugins.prometheus",
+    "tests.plugins.browser",
 ]
