@@ -94,11 +94,31 @@ def cached_binary_path(source_dir: Path = SOURCE_DIR) -> Path:
 
 
 def find_go() -> str | None:
-    candidates = [os.environ.get("KUBESIM_GO"), shutil.which("go"), "/usr/local/go/bin/go"]
+    """``$KUBESIM_GO`` if set (and then only it), else ``go`` on PATH or /usr/local/go/bin/go."""
+    explicit = os.environ.get("KUBESIM_GO")
+    candidates: list[str | None] = (
+        [explicit] if explicit else [shutil.which("go"), "/usr/local/go/bin/go"]
+    )
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+def require_go() -> str:
+    go = find_go()
+    if go is not None:
+        return go
+    explicit = os.environ.get("KUBESIM_GO")
+    where = (
+        f"$KUBESIM_GO={explicit} is not an executable"
+        if explicit
+        else "no `go` on PATH and no /usr/local/go/bin/go"
+    )
+    raise ToolchainMissingError(
+        f"the Go toolchain (go >= 1.26) is needed to build deploy/kubesim: {where} "
+        f"(and no cached binary at {cached_binary_path()})"
+    )
 
 
 def kubernetes_version(source_dir: Path = SOURCE_DIR) -> str:
@@ -126,12 +146,7 @@ def build_ldflags(version: str) -> str:
 
 def build(output: Path, *, source_dir: Path = SOURCE_DIR, log: Path | None = None) -> None:
     """Run ``go build`` for kubesim into ``output`` (no caching, no locking)."""
-    go = find_go()
-    if go is None:
-        raise ToolchainMissingError(
-            "the Go toolchain (go >= 1.26) was not found: looked at $KUBESIM_GO, `go` on PATH and "
-            "/usr/local/go/bin/go; it is needed to build deploy/kubesim"
-        )
+    go = require_go()
     env = dict(os.environ)
     env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"})
     jobs = os.environ.get("KUBESIM_BUILD_JOBS") or str(os.cpu_count() or 2)
@@ -168,6 +183,7 @@ def ensure_binary(*, verbose: bool = True) -> Path:
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    require_go()
     with _file_lock(target.parent / ".lock"):
         if target.is_file():
             return target

@@ -57,8 +57,9 @@ def kubesim_binary() -> Path:
     try:
         return ks.ensure_binary()
     except ks.ToolchainMissingError as exc:
-        _unavailable(str(exc))
-        raise  # unreachable: _unavailable skips or fails
+        missing = str(exc)
+    _unavailable(missing)
+    raise AssertionError("unreachable: _unavailable skips or fails")
 
 
 @pytest.fixture(scope="session")
