@@ -34,8 +34,9 @@ from tests.plugins.oidc import OIDCProvider
 log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOOP_SECONDS = 0.5
+NOTEBOOK_HOST = "notebooks.gpupaas.test"
 # How long a home volume claim may stay Pending before the test binds it to a volume itself.
-CLAIM_GRACE_SECONDS = 3.0
+CLAIM_GRACE_SECONDS = 1.0
 
 
 class HomeVolumeBinder:
@@ -133,6 +134,7 @@ class Platform:
     images: dict[str, Image]
     loop: PlatformLoop
     artifacts: Path
+    kube: k8s.CoreV1Api
     screenshots: list[Path] = field(default_factory=list)
 
     def sign_in(self, page: Any, username: str, next_path: str = "/") -> None:
@@ -193,6 +195,7 @@ def platform(
     for key, value in oidc_provider.django_settings().items():
         setattr(settings, key, value)
     settings.OIDC_ENABLED = True
+    settings.NOTEBOOK_HOST = NOTEBOOK_HOST
     settings.OIDC_ADMIN_GROUPS = ["gpupaas-admins"]
     settings.AUTHENTICATION_BACKENDS = [
         "apps.accounts.oidc.GpupaasOIDCBackend",
@@ -252,6 +255,7 @@ def platform(
         images=images,
         loop=loop,
         artifacts=artifacts_dir,
+        kube=k8s.CoreV1Api(kube_api_client),
     )
     try:
         yield result

@@ -3,6 +3,7 @@ real OpenID provider, the live server, the scheduler and the simulated Kubernete
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +14,7 @@ from playwright.sync_api import expect
 from apps.accounts.models import User
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_submit
-from tests.browser.conftest import Platform
+from tests.browser.conftest import NOTEBOOK_HOST, Platform
 
 pytestmark = [pytest.mark.browser, pytest.mark.kubesim, pytest.mark.oidc]
 
@@ -69,6 +70,20 @@ def test_notebook_reaches_running_live_then_suspends_resumes_and_cancels(
     expect(page.locator("table.placement")).to_contain_text("a100-mig-")
     expect(page.locator("#timeline")).to_contain_text("running")
     expect(page.get_by_role("link", name="Open notebook")).to_be_visible()
+    # Opening reads the Jupyter token from the cluster's Secret, for the owner only.
+    notebook = Workload.objects.get(name="alice-lab")
+    opened = page.request.get(f"{url}open/", max_redirects=0)
+    secret = platform.kube.read_namespaced_secret(
+        f"wl-{notebook.pk}-token", notebook.team.namespace
+    )
+    token = base64.b64decode(secret.data["token"]).decode()
+    assert opened.status == 302
+    assert opened.headers["location"] == (
+        f"https://{NOTEBOOK_HOST}/notebooks/{notebook.team.namespace}/{notebook.pk}/?token={token}"
+    )
+    teammate = new_page()
+    platform.sign_in(teammate, "bob")
+    assert teammate.request.get(f"{url}open/", max_redirects=0).status == 403
     expect(page.locator("#cluster-events")).to_contain_text("Scheduled", timeout=15_000)
     platform.screenshot(page, "workload-page", docs=True)
 

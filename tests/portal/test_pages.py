@@ -348,3 +348,28 @@ def test_every_page_has_labelled_navigation_and_a_skip_link(portal: Portal) -> N
         assert '<a class="skip" href="#main">' in page, url
         assert '<nav aria-label="Main">' in page, url
         assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
+
+
+def test_logs_tail_and_live_follow_stream_the_containers_lines(
+    portal: Portal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload = portal.workload(state=core.RUNNING)
+    calls: list[dict[str, Any]] = []
+
+    def fake_logs(**kw: Any) -> Any:
+        calls.append(kw)
+        yield from ["epoch 1 loss 0.9", "epoch 2 loss <0.5>"]
+
+    monkeypatch.setattr("apps.workloads.views.workload_logs", fake_logs)
+    client = portal.client(portal.cast.owner)
+    tail = html(client.get(f"/workloads/{workload.pk}/logs/"))
+    assert "epoch 1 loss 0.9\nepoch 2 loss &lt;0.5&gt;\n</pre>" in tail
+    stream = client.get(f"/workloads/{workload.pk}/logs/stream/")
+    body = b"".join(stream.streaming_content).decode()  # type: ignore[attr-defined]
+    assert body == (
+        'event: line\ndata: "epoch 1 loss 0.9"\n\n'
+        'event: line\ndata: "epoch 2 loss <0.5>"\n\n'
+        'event: end\ndata: "The log stream ended (the container stopped)."\n\n'
+    )
+    assert [c.get("follow", False) for c in calls] == [False, True]
+    assert stream["Cache-Control"] == "no-store"
