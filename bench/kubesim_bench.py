@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -53,6 +54,23 @@ def _comm(pid: int) -> str:
     return args[1].decode() if len(args) > 1 and args[1] else args[0].decode()
 
 
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_pids(root: int) -> list[int]:
+    pids, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        pids.append(pid)
+        todo.extend(_children(pid))
+    return pids
+
+
 def tree_rss(root: int) -> dict[str, int]:
     """RSS in KiB per process of the tree under ``root`` (keyed by kubesim subcommand)."""
     result: dict[str, int] = {}
@@ -97,7 +115,13 @@ def main() -> int:
         figures["up_to_ready_s"] = round(time.monotonic() - t0, 2)
         figures["nodes"] = len(cluster.nodes)
         try:
+            pids = tree_pids(cluster.pid)
+            cpu0, wall0 = sum(_cpu_seconds(p) for p in pids), time.monotonic()
             time.sleep(args.idle_seconds)
+            cpu = sum(_cpu_seconds(p) for p in pids) - cpu0
+            figures["idle_cpu_percent_of_one_core"] = round(
+                100 * cpu / (time.monotonic() - wall0), 1
+            )
             per_process = tree_rss(cluster.pid)
             figures["idle_rss_mib"] = round(sum(per_process.values()) / 1024, 1)
             figures["idle_rss_mib_per_process"] = {
