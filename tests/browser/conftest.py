@@ -30,6 +30,7 @@ from apps.quotas.models import TeamQuota
 from apps.scheduling.services import scheduling_cycle_run
 from gpupaas.devtools.kubesim import Kubesim
 from tests.plugins.oidc import OIDCProvider
+from tests.portal.conftest import portal as portal  # the catalog fixture, for page tests
 
 log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parents[2]
