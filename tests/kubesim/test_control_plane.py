@@ -188,16 +188,30 @@ def test_resource_quota_of_8_gpus_rejects_the_9th_gpu_at_admission(
     assert "requests.nvidia.com/gpu" in excinfo.value.body
 
 
-def _free_whole_gpu_node(core: client.CoreV1Api) -> str:
+def _gpus_in_use(core: client.CoreV1Api, node: str) -> int:
+    used = 0
+    for pod in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items:
+        if pod.status.phase in ("Succeeded", "Failed"):
+            continue
+        for container in pod.spec.containers:
+            resources = container.resources
+            amount = (resources.limits or {}).get("nvidia.com/gpu") or (
+                resources.requests or {}
+            ).get("nvidia.com/gpu")
+            used += int(amount or 0)
+    return used
+
+
+def _least_busy_whole_gpu_node(core: client.CoreV1Api) -> tuple[str, int]:
+    """(name, free GPUs) of the whole-GPU node with the most free GPUs."""
     nodes = core.list_node(label_selector="kubesim.io/sharing-mode=whole").items
-    for node in sorted(nodes, key=lambda n: n.metadata.name, reverse=True):
-        pods = core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={node.metadata.name}"
-        ).items
-        busy = [p for p in pods if p.status.phase not in ("Succeeded", "Failed")]
-        if not busy:
-            return str(node.metadata.name)
-    raise AssertionError("no idle whole-GPU node to run the preemption test on")
+    free = {
+        n.metadata.name: int(n.status.allocatable["nvidia.com/gpu"])
+        - _gpus_in_use(core, n.metadata.name)
+        for n in nodes
+    }
+    name = max(sorted(free), key=lambda n: free[n])
+    return name, free[name]
 
 
 def test_higher_priority_pod_preempts_lower_priority_pods_through_the_scheduler(
@@ -205,13 +219,16 @@ def test_higher_priority_pod_preempts_lower_priority_pods_through_the_scheduler(
     k8s_namespace: str,
     priority_classes: Callable[[int], str],
 ) -> None:
-    low, high = priority_classes(1000), priority_classes(1_000_000)
-    node = _free_whole_gpu_node(core)
+    # The victims get the lowest priority in the cluster, and the preemptor asks for exactly
+    # the GPUs they hold, so pods of other tests on the node are never chosen as victims.
+    low, high = priority_classes(-1000), priority_classes(1000)
+    node, free = _least_busy_whole_gpu_node(core)
+    assert free >= 2, f"need a whole-GPU node with 2 free GPUs, best is {node} with {free}"
     on_node = {"kubernetes.io/hostname": node}
-    for name in ("low-a", "low-b"):
+    for name, gpus in (("low-a", free // 2), ("low-b", free - free // 2)):
         core.create_namespaced_pod(
             k8s_namespace,
-            gpu_pod(name, {"nvidia.com/gpu": "4"}, node_selector=on_node, priority_class=low),
+            gpu_pod(name, {"nvidia.com/gpu": str(gpus)}, node_selector=on_node, priority_class=low),
         )
     for name in ("low-a", "low-b"):
         wait_for(
@@ -219,10 +236,13 @@ def test_higher_priority_pod_preempts_lower_priority_pods_through_the_scheduler(
             lambda p: p.status.phase == "Running",
             f"{name} to run",
         )
+    assert _gpus_in_use(core, node) == int(
+        core.read_node(node).status.allocatable["nvidia.com/gpu"]
+    )
 
     core.create_namespaced_pod(
         k8s_namespace,
-        gpu_pod("high", {"nvidia.com/gpu": "8"}, node_selector=on_node, priority_class=high),
+        gpu_pod("high", {"nvidia.com/gpu": str(free)}, node_selector=on_node, priority_class=high),
     )
 
     high_pod = wait_for(
@@ -231,7 +251,7 @@ def test_higher_priority_pod_preempts_lower_priority_pods_through_the_scheduler(
         "the high-priority pod to run",
     )
     assert high_pod.spec.node_name == node
-    assert high_pod.spec.priority == 1_000_000
+    assert high_pod.spec.priority == 1000
     for name in ("low-a", "low-b"):
         assert is_gone(functools.partial(core.read_namespaced_pod, name, k8s_namespace))
     events = wait_for(
