@@ -27,6 +27,8 @@ def _schedule(sender: Celery, **_: object) -> None:
             "orchestration.status_sync_all",
         ),
         ("inventory", settings.ORCHESTRATION_INVENTORY_SECONDS, "orchestration.inventory_sync_all"),
+        ("telemetry ingest", settings.TELEMETRY_INGEST_SECONDS, "telemetry.ingest"),
+        ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, "telemetry.node_health"),
         ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, "scheduling.run_cycle"),
     ]
     for name, seconds, task in schedule:

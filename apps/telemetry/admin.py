@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html_join
+
+from apps.telemetry import selectors
+from apps.telemetry.models import (
+    IdleNotice,
+    IdlePolicy,
+    IngestCursor,
+    NodeHealthReport,
+    UsageDay,
+    WorkloadUsage,
+)
+
+
+@admin.register(IdlePolicy)
+class IdlePolicyAdmin(admin.ModelAdmin):
+    list_display = (
+        "__str__",
+        "enabled",
+        "threshold_percent",
+        "warn_after",
+        "suspend_after",
+        "flag_after",
+    )
+    list_filter = ("enabled", "gpu_class", "team")
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(NodeHealthReport)
+class NodeHealthReportAdmin(ReadOnlyAdmin):
+    """The acceptance check of a GPU node: count, model, memory, driver, ECC, XID, temperature."""
+
+    list_display = (
+        "hostname",
+        "verdict",
+        "gpu_count",
+        "expected_gpu_count",
+        "models_seen",
+        "memory_mib",
+        "driver_version",
+        "ecc_single_bit",
+        "ecc_double_bit",
+        "max_temperature_c",
+        "source",
+        "reported_at",
+    )
+    list_filter = ("verdict", "source")
+    search_fields = ("hostname", "models_seen", "driver_version")
+    readonly_fields = ("problem_list", "gpu_table")
+    exclude = ("problems", "gpus")
+
+    @admin.display(description="problems")
+    def problem_list(self, obj: NodeHealthReport) -> str:
+        return format_html_join("", "<div>{}</div>", ((p,) for p in obj.problems)) or "none"
+
+    @admin.display(description="GPUs")
+    def gpu_table(self, obj: NodeHealthReport) -> str:
+        return format_html_join(
+            "",
+            "<div>GPU {} · {} · {} · {} MiB · {} °C · ECC {}/{} · XID {}</div>",
+            (
+                (
+                    g.get("index"),
+                    g.get("uuid"),
+                    g.get("model"),
+                    g.get("memory_mib"),
+                    g.get("temperature_c"),
+                    g.get("ecc_sbe"),
+                    g.get("ecc_dbe"),
+                    g.get("xid"),
+                )
+                for g in obj.gpus
+            ),
+        )
+
+
+@admin.register(IdleNotice)
+class IdleNoticeAdmin(ReadOnlyAdmin):
+    list_display = ("workload", "kind", "created_at", "resolved_at", "reclaimed_hours")
+    list_filter = ("kind",)
+    date_hierarchy = "created_at"
+    search_fields = ("workload__name", "message")
+
+    @admin.display(description="GPU-hours reclaimed")
+    def reclaimed_hours(self, obj: IdleNotice) -> str:
+        return f"{obj.reclaimed_gpu_seconds() / 3600:.2f}" if obj.kind == "suspended" else ""
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):  # type: ignore[no-untyped-def]
+        summary = selectors.reclaimed()
+        context = {
+            **(extra_context or {}),
+            "title": (
+                f"Idle notices — {summary.gpu_hours:.1f} GPU-hours reclaimed by "
+                f"{summary.suspensions} suspensions"
+            ),
+        }
+        return super().changelist_view(request, extra_context=context)
+
+
+@admin.register(WorkloadUsage)
+class WorkloadUsageAdmin(ReadOnlyAdmin):
+    list_display = (
+        "workload",
+        "allocated_gpu_hours",
+        "used_gpu_hours",
+        "last_utilisation",
+        "idle_since",
+        "last_sample_at",
+    )
+    search_fields = ("workload__name",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkloadUsage]:
+        return super().get_queryset(request).select_related("workload")
+
+
+@admin.register(UsageDay)
+class UsageDayAdmin(ReadOnlyAdmin):
+    list_display = (
+        "day",
+        "workload",
+        "team",
+        "owner",
+        "gpu_class",
+        "allocated_gpu_seconds",
+        "used_gpu_seconds",
+        "cost",
+    )
+    list_filter = ("gpu_class", "team")
+    date_hierarchy = "day"
+
+
+@admin.register(IngestCursor)
+class IngestCursorAdmin(ReadOnlyAdmin):
+    list_display = ("until", "last_duration_ms", "last_series", "last_workloads", "last_error")

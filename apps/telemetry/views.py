@@ -1,0 +1,220 @@
+"""Usage pages: overview, team usage, heat map, per-workload charts, idle list, chargeback."""
+
+from __future__ import annotations
+
+import csv
+from datetime import date, timedelta
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.accounts.models import Team, User
+from apps.telemetry import selectors
+from apps.telemetry.prom import PrometheusUnavailable, default_client
+from apps.workloads.models import Workload
+from apps.workloads.selectors import workload_for_user
+from apps.workloads.services import workload_resume
+
+USAGE_DAYS = 30
+
+
+def _user(request: HttpRequest) -> User:
+    return request.user  # type: ignore[return-value]
+
+
+def _window() -> tuple[date, date]:
+    """The last USAGE_DAYS days, today included: [start, end)."""
+    today = timezone.now().date()
+    return today - timedelta(days=USAGE_DAYS - 1), today + timedelta(days=1)
+
+
+@login_required
+@require_GET
+def usage_home(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    start, end = _window()
+    series = selectors.usage_series(selectors.user_rows(user), start, end)
+    return render(
+        request,
+        "telemetry/home.html",
+        {
+            "notices": selectors.open_notices_for(user),
+            "chart": series.chart(),
+            "totals": selectors.usage_totals(
+                selectors.user_rows(user),
+                ("gpu_class__name",),
+                start,
+                end,
+            ),
+            "teams": selectors.teams_visible_to(user),
+            "days": USAGE_DAYS,
+        },
+    )
+
+
+@login_required
+@require_GET
+def team_usage(request: HttpRequest, slug: str) -> HttpResponse:
+    team = get_object_or_404(selectors.teams_visible_to(_user(request)), slug=slug)
+    start, end = _window()
+    rows = selectors.team_rows(team)
+    return render(
+        request,
+        "telemetry/team.html",
+        {
+            "team": team,
+            "chart": selectors.usage_series(rows, start, end).chart(),
+            "by_user": selectors.usage_totals(
+                rows,
+                ("owner__username", "gpu_class__name"),
+                start,
+                end,
+            ),
+            "days": USAGE_DAYS,
+        },
+    )
+
+
+@login_required
+@require_GET
+def heatmap(request: HttpRequest) -> HttpResponse:
+    nodes: list[selectors.HeatNode] = []
+    error = ""
+    try:
+        client = default_client()
+        try:
+            nodes = selectors.heatmap(client, _user(request))
+        finally:
+            client.close()
+    except PrometheusUnavailable as exc:
+        error = str(exc)
+    return render(request, "telemetry/heatmap.html", {"nodes": nodes, "error": error})
+
+
+def _visible_workload(request: HttpRequest, workload_id: int) -> Workload:
+    try:
+        return workload_for_user(_user(request), workload_id)
+    except Workload.DoesNotExist:
+        raise Http404("No such workload.") from None
+
+
+@login_required
+@require_GET
+def workload_usage(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload = _visible_workload(request, workload_id)
+    return render(
+        request,
+        "telemetry/workload.html",
+        {
+            "workload": workload,
+            "usage": selectors.usage_of(workload),
+            "notices": workload.idle_notices.all()[:20],
+        },
+    )
+
+
+@login_required
+@require_GET
+def workload_series(request: HttpRequest, workload_id: int) -> JsonResponse:
+    workload = _visible_workload(request, workload_id)
+    try:
+        client = default_client()
+        try:
+            data = selectors.workload_series(client, workload)
+        finally:
+            client.close()
+    except PrometheusUnavailable as exc:
+        return JsonResponse({"error": str(exc)}, status=503)
+    return JsonResponse(data)
+
+
+@login_required
+@require_POST
+def workload_resume_view(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload = _visible_workload(request, workload_id)
+    try:
+        workload_resume(actor=_user(request), workload=workload)
+    except (PermissionDenied, ValidationError) as exc:
+        messages.error(request, " ".join(getattr(exc, "messages", [str(exc)])))
+    else:
+        messages.success(
+            request, f"{workload.name} is queued again; your files are where you left them."
+        )
+    return redirect("telemetry:home")
+
+
+@login_required
+@require_GET
+def idle_list(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    month_start = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return render(
+        request,
+        "telemetry/idle.html",
+        {
+            "workloads": selectors.idle_workloads(user)[:200],
+            "reclaimed_month": selectors.reclaimed(since=month_start) if user.is_staff else None,
+            "reclaimed_all": selectors.reclaimed() if user.is_staff else None,
+            "threshold": settings.TELEMETRY_IDLE_THRESHOLD_PERCENT,
+        },
+    )
+
+
+@login_required
+@require_GET
+def chargeback(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    month = request.GET.get("month") or None
+    try:
+        start, end = selectors.month_bounds(month)
+    except ValueError:
+        raise Http404("Give the month as YYYY-MM.") from None
+    teams = selectors.teams_visible_to(user)
+    team_slug = request.GET.get("team")
+    if team_slug:
+        teams = teams.filter(slug=team_slug)
+    rows = selectors.chargeback(teams, start, end)
+    label = f"{start:%Y-%m}"
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="gpupaas-chargeback-{label}.csv"'
+        writer = csv.writer(response)
+        writer.writerow(
+            ["month", "team", "user", "gpu_class", "allocated_gpu_hours", "used_gpu_hours", "cost"]
+        )
+        for row in rows:
+            team, owner, gpu_class = row.key.split("/", 2)
+            writer.writerow(
+                [
+                    label,
+                    team,
+                    owner,
+                    gpu_class,
+                    f"{row.allocated_hours:.3f}",
+                    f"{row.used_hours:.3f}",
+                    f"{row.cost:.2f}",
+                ]
+            )
+        return response
+    total = sum((r.cost for r in rows), start=selectors.Decimal(0))
+    return render(
+        request,
+        "telemetry/chargeback.html",
+        {
+            "rows": rows,
+            "month": label,
+            "total": total,
+            "teams": selectors.teams_visible_to(user),
+            "team_slug": team_slug or "",
+        },
+    )
+
+
+def team_of(slug: str) -> Team:
+    return get_object_or_404(Team, slug=slug)
