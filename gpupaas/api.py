@@ -181,8 +181,9 @@ _ERROR_DESCRIPTIONS = {
 
 
 def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
-    """OpenAPI responses for these error statuses (401 and 429 are always possible)."""
-    wanted = sorted({401, 429, *codes})
+    """OpenAPI responses for these error statuses (400, 401 and 429 are always possible: a
+    malformed URL, no credentials, too many requests)."""
+    wanted = sorted({400, 401, 429, *codes})
     return {
         c: OpenApiResponse(
             response=ERROR_SERIALIZER,

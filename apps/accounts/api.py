@@ -208,7 +208,12 @@ class TeamMemberListView(APIView):
         examples=[
             OpenApiExample(
                 "make lead", value={"username": "bob", "role": "lead"}, request_only=True
-            )
+            ),
+            OpenApiExample(
+                "lead now",
+                value={**MEMBER_EXAMPLE, "username": "bob", "role": "lead", "source": "manual"},
+                response_only=True,
+            ),
         ],
     )
     def post(self, request: Request, slug: str) -> Response:

@@ -99,6 +99,24 @@ WORKLOAD_EXAMPLE = {
     "updated_at": "2025-01-01T12:00:01Z",
 }
 
+NOTEBOOK_SUSPENDED = {
+    **WORKLOAD_EXAMPLE,
+    "id": 17,
+    "name": "explore",
+    "kind": "notebook",
+    "state": "suspended",
+    "gpu_milli": 500,
+    "replicas": 1,
+    "total_milli": 500,
+    "priority_class": "development",
+    "command": [],
+    "args": [],
+    "idle_timeout_seconds": 3600,
+    "last_reason": "Suspended by alice; your files are kept.",
+    "queue_position": None,
+    "estimated_start_at": None,
+}
+
 
 def _actor(request: Request) -> User:
     return request.user  # type: ignore[return-value]
@@ -352,7 +370,12 @@ class WorkloadCancelView(APIView):
         request=CancelSerializer,
         responses={200: WorkloadSerializer, **_ACTION_ERRORS, **error_responses(400)},
         examples=[
-            OpenApiExample("with a reason", value={"reason": "wrong dataset"}, request_only=True)
+            OpenApiExample("with a reason", value={"reason": "wrong dataset"}, request_only=True),
+            OpenApiExample(
+                "cancelled",
+                value={**WORKLOAD_EXAMPLE, "state": "cancelled", "last_reason": "wrong dataset"},
+                response_only=True,
+            ),
         ],
     )
     def post(self, request: Request, workload_id: int) -> Response:
@@ -378,6 +401,7 @@ class WorkloadSuspendView(APIView):
         description="Stops a running notebook and keeps its files; resume it later.",
         request=None,
         responses={200: WorkloadSerializer, **_ACTION_ERRORS},
+        examples=[OpenApiExample("suspended", value=NOTEBOOK_SUSPENDED, response_only=True)],
     )
     def post(self, request: Request, workload_id: int) -> Response:
         workload = _visible(request, workload_id)
@@ -397,6 +421,17 @@ class WorkloadResumeView(APIView):
         description="Queues it again; it starts when the scheduler finds a GPU.",
         request=None,
         responses={200: WorkloadSerializer, **_ACTION_ERRORS},
+        examples=[
+            OpenApiExample(
+                "queued again",
+                value={
+                    **NOTEBOOK_SUSPENDED,
+                    "state": "queued",
+                    "last_reason": "Resumed by alice; waiting for a GPU.",
+                },
+                response_only=True,
+            )
+        ],
     )
     def post(self, request: Request, workload_id: int) -> Response:
         workload = _visible(request, workload_id)
@@ -417,7 +452,14 @@ class WorkloadCloneView(APIView):
         parameters=[IDEMPOTENCY_HEADER],
         request=CloneSerializer,
         responses={201: WorkloadSerializer, **error_responses(400, 403, 404)},
-        examples=[OpenApiExample("rename", value={"name": "resnet50-rerun"}, request_only=True)],
+        examples=[
+            OpenApiExample("rename", value={"name": "resnet50-rerun"}, request_only=True),
+            OpenApiExample(
+                "the copy",
+                value={**WORKLOAD_EXAMPLE, "id": 43, "name": "resnet50-rerun", "state": "pending"},
+                response_only=True,
+            ),
+        ],
     )
     def post(self, request: Request, workload_id: int) -> Response:
         actor = _actor(request)

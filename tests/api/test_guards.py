@@ -89,3 +89,17 @@ def test_bearer_token_needs_no_csrf(cast: Cast, api: Client) -> None:
     client.enforce_csrf_checks = True  # type: ignore[attr-defined]
     response = client.post("/api/v1/tokens/", {"name": "t", "scopes": ["read"]}, format="json")
     assert response.status_code == 201
+
+
+def test_unknown_api_url_answers_in_the_error_shape(cast: Cast, api: Client) -> None:
+    response = api(cast.owner).get("/api/v1/workloads/not-a-number/events/")
+    assert response.status_code == 404
+    assert response.json() == {"code": "not_found", "message": "Not found.", "fields": {}}
+
+
+def test_nul_in_the_url_is_refused_before_it_reaches_the_database(cast: Cast, api: Client) -> None:
+    client = api(cast.owner)
+    for path in ("/api/v1/quotas/?team=a%00b", "/api/v1/gpu-classes/a%00b/"):
+        response = client.get(path)
+        assert response.status_code == 400, path
+        assert response.json()["code"] == "invalid"
