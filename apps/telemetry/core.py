@@ -250,7 +250,8 @@ def measure_workloads(
             key = reading.series.pod_key
             allocation = pods.get(key)
             if allocation is not None:
-                shares[key] = allocation.gpus / max(1, len(devices_of_pod[key]))
+                # A pod holds at most one whole device, whatever it was allocated in all.
+                shares[key] = min(1.0, allocation.gpus / max(1, len(devices_of_pod[key])))
         known = list(shares.values())
         unknown = {r.series.pod_key for r in device_readings} - shares.keys()
         # Pods we cannot attribute still hold a part of a shared GPU: assume a typical share.

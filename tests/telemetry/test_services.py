@@ -1,0 +1,299 @@
+"""Ingestion, idle policy, node health and the usage pages on the database, with Prometheus's
+answers given as plain data (the real chain is in test_chain.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.core import mail
+from django.test import Client
+
+from apps.telemetry import core, services
+from apps.telemetry.models import IdleNotice, IdlePolicy, NodeHealthReport, UsageDay, WorkloadUsage
+from apps.workloads import core as wl
+from apps.workloads.models import Workload
+from tests.factories import WorkloadFactory
+from tests.plugins.cast import Cast
+
+pytestmark = pytest.mark.django_db
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+class FakePrometheus:
+    """Answers instant queries with one value per (namespace, pod) for each DCGM metric."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str], float] = {}
+        self.queries: list[str] = []
+
+    def query(self, promql: str, at: datetime | None = None) -> list[dict[str, Any]]:
+        self.queries.append(promql)
+        if "GPU_UTIL" not in promql:
+            return []
+        return [
+            {
+                "metric": {
+                    "UUID": f"GPU-{i}",
+                    "gpu": "0",
+                    "Hostname": "h100-0",
+                    "namespace": "gpu-operator",
+                    "pod": "dcgm-exporter",
+                    "exported_namespace": namespace,
+                    "exported_pod": pod,
+                },
+                "value": [0, str(value)],
+            }
+            for i, ((namespace, pod), value) in enumerate(self.values.items())
+        ]
+
+    def close(self) -> None:
+        return
+
+
+def running(cast: Cast, **kw: Any) -> Workload:
+    values: dict[str, Any] = {
+        "team": cast.team,
+        "owner": cast.owner,
+        "gpu_class": cast.gpu_class,
+        "state": wl.RUNNING,
+        "started_at": T0 - timedelta(hours=1),
+    }
+    values.update(kw)
+    return WorkloadFactory(**values)
+
+
+def index_for(*workloads: Workload) -> dict[tuple[str, str], core.PodAllocation]:
+    return {
+        (w.team.namespace, f"wl-{w.pk}-0"): core.PodAllocation(w.pk, w.gpu_milli / 1000)
+        for w in workloads
+    }
+
+
+def ingest(prom: FakePrometheus, index: dict[Any, Any], at: datetime) -> services.IngestResult:
+    return services.telemetry_ingest(now=at, client=prom, pod_index=index)  # type: ignore[arg-type]
+
+
+def test_ingestion_records_allocated_and_used_gpu_hours_and_cost(cast: Cast, settings: Any) -> None:
+    settings.TELEMETRY_INGEST_SECONDS = 60
+    job = running(cast, gpu_milli=2000)
+    prom = FakePrometheus()
+    prom.values[(cast.team.namespace, f"wl-{job.pk}-0")] = 50
+    ingest(prom, index_for(job), T0)
+    result = ingest(prom, index_for(job), T0 + timedelta(minutes=30))
+    assert result.window_seconds == 600  # capped: a pass never accounts more than 10 minutes
+    usage = WorkloadUsage.objects.get(workload=job)
+    # 60 s + 600 s on 2 GPUs, half used.
+    assert usage.allocated_gpu_seconds == pytest.approx(2 * 660)
+    assert usage.used_gpu_seconds == pytest.approx(660)
+    day = UsageDay.objects.get(workload=job)
+    assert (day.team, day.owner, day.day) == (cast.team, cast.owner, date(2025, 3, 1))
+    assert day.cost == core.price(2 * 660, Decimal("4.5"))
+    assert "avg_over_time(DCGM_FI_DEV_GPU_UTIL[600s])" in prom.queries
+
+
+def test_a_second_pass_at_the_same_moment_counts_nothing_twice(cast: Cast) -> None:
+    job = running(cast)
+    prom = FakePrometheus()
+    prom.values[(cast.team.namespace, f"wl-{job.pk}-0")] = 90
+    ingest(prom, index_for(job), T0)
+    assert ingest(prom, index_for(job), T0).skipped
+    assert UsageDay.objects.get(workload=job).allocated_gpu_seconds == pytest.approx(60)
+
+
+def test_window_across_midnight_is_split_between_days(cast: Cast, settings: Any) -> None:
+    settings.TELEMETRY_INGEST_SECONDS = 120
+    job = running(cast)
+    midnight = datetime(2025, 3, 2, tzinfo=UTC)
+    ingest(FakePrometheus(), index_for(job), midnight + timedelta(seconds=30))
+    days = dict(UsageDay.objects.filter(workload=job).values_list("day", "allocated_gpu_seconds"))
+    assert days == {date(2025, 3, 1): pytest.approx(90), date(2025, 3, 2): pytest.approx(30)}
+
+
+def test_unmeasured_workload_is_allocated_but_never_idle(cast: Cast) -> None:
+    notebook = running(cast, kind=wl.KIND_NOTEBOOK, priority_class="development")
+    for minutes in range(0, 120, 10):
+        ingest(FakePrometheus(), index_for(notebook), T0 + timedelta(minutes=minutes))
+    notebook.refresh_from_db()
+    assert notebook.state == wl.RUNNING
+    usage = WorkloadUsage.objects.get(workload=notebook)
+    assert usage.allocated_gpu_seconds > 0 and usage.used_gpu_seconds == 0
+    assert usage.idle_since is None and not IdleNotice.objects.exists()
+
+
+def test_idle_notebook_is_warned_then_suspended_by_the_system(cast: Cast) -> None:
+    notebook = running(cast, kind=wl.KIND_NOTEBOOK, priority_class="development")
+    prom = FakePrometheus()
+    prom.values[(cast.team.namespace, f"wl-{notebook.pk}-0")] = 1
+    ingest(prom, index_for(notebook), T0)  # idle since T0 - 1 min
+    ingest(prom, index_for(notebook), T0 + timedelta(minutes=19))
+    assert IdleNotice.objects.filter(kind=IdleNotice.Kind.WARNED).count() == 1
+    notebook.refresh_from_db()
+    assert notebook.state == wl.RUNNING
+    ingest(prom, index_for(notebook), T0 + timedelta(minutes=29))
+    notebook.refresh_from_db()
+    assert notebook.state == wl.SUSPENDED
+    assert notebook.last_reason.startswith("Suspended after 30 minutes idle (GPU < 5%)")
+    event = notebook.events.last()
+    assert event is not None and event.actor is None
+    notice = IdleNotice.objects.get(kind=IdleNotice.Kind.SUSPENDED)
+    assert notice.allocated_gpus == 1.0
+
+
+def test_notebook_busy_again_after_a_warning_is_kept_and_the_warning_resolved(cast: Cast) -> None:
+    notebook = running(cast, kind=wl.KIND_NOTEBOOK, priority_class="development")
+    prom = FakePrometheus()
+    key = (cast.team.namespace, f"wl-{notebook.pk}-0")
+    prom.values[key] = 0
+    ingest(prom, index_for(notebook), T0)
+    ingest(prom, index_for(notebook), T0 + timedelta(minutes=25))
+    prom.values[key] = 80
+    ingest(prom, index_for(notebook), T0 + timedelta(minutes=35))
+    prom.values[key] = 0
+    ingest(prom, index_for(notebook), T0 + timedelta(minutes=45))
+    notebook.refresh_from_db()
+    assert notebook.state == wl.RUNNING
+    assert IdleNotice.objects.get().resolved_at is not None
+
+
+def test_team_policy_overrides_the_default(cast: Cast) -> None:
+    IdlePolicy.objects.create(team=cast.team, enabled=False)
+    notebook = running(cast, kind=wl.KIND_NOTEBOOK, priority_class="development")
+    prom = FakePrometheus()
+    prom.values[(cast.team.namespace, f"wl-{notebook.pk}-0")] = 0
+    for minutes in range(0, 180, 10):
+        ingest(prom, index_for(notebook), T0 + timedelta(minutes=minutes))
+    notebook.refresh_from_db()
+    assert notebook.state == wl.RUNNING and not IdleNotice.objects.exists()
+    assert WorkloadUsage.objects.get(workload=notebook).idle_since is not None
+
+
+def test_idle_training_job_is_flagged_to_owner_and_team_lead(cast: Cast) -> None:
+    job = running(cast)
+    prom = FakePrometheus()
+    prom.values[(cast.team.namespace, f"wl-{job.pk}-0")] = 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("django.db.transaction.on_commit", lambda fn, using=None: fn())
+        for minutes in (0, 10, 20, 30, 40, 50, 60, 70):
+            ingest(prom, index_for(job), T0 + timedelta(minutes=minutes))
+    job.refresh_from_db()
+    assert job.state == wl.RUNNING
+    assert IdleNotice.objects.filter(workload=job, kind=IdleNotice.Kind.FLAGGED).count() == 1
+    assert len(mail.outbox) == 1
+    assert set(mail.outbox[0].to) == {cast.owner.email, cast.lead.email}
+    assert cast.teammate.email not in mail.outbox[0].to
+
+
+def test_pod_index_ignores_a_pod_labelled_for_a_workload_of_another_team(cast: Cast) -> None:
+    job = running(cast)
+    pods = [
+        {
+            "metadata": {
+                "namespace": cast.team.namespace,
+                "name": "a",
+                "labels": {"gpupaas.io/workload-id": str(job.pk)},
+            }
+        },
+        {
+            "metadata": {
+                "namespace": cast.other_team.namespace,
+                "name": "b",
+                "labels": {"gpupaas.io/workload-id": str(job.pk)},
+            }
+        },
+    ]
+    index = services.pod_index_build(pods, {job.pk: (cast.team.namespace, 500)})
+    assert index == {(cast.team.namespace, "a"): core.PodAllocation(job.pk, 0.5)}
+
+
+def test_node_health_is_judged_against_the_inventory() -> None:
+    samples = [
+        core.Sample(core.GPU_TEMP, {"UUID": f"GPU-{i}", "gpu": str(i), "Hostname": "h100-0"}, 40)
+        for i in range(7)
+    ]
+    from apps.catalog.models import Cluster, ClusterNode
+
+    cluster = Cluster.objects.create(name="c", kubeconfig_path="/x")
+    ClusterNode.objects.create(cluster=cluster, name="h100-0", gpu_count=8)
+    (report,) = services.node_health_store(core.node_health_from_samples(samples))
+    assert report.verdict == NodeHealthReport.Verdict.FAILED
+    assert report.expected_gpu_count == 8 and report.gpu_count == 7
+
+
+# --- pages ---------------------------------------------------------------------------------
+
+
+def usage_day(cast: Cast, workload: Workload, **kw: Any) -> UsageDay:
+    values: dict[str, Any] = {
+        "day": date.today(),
+        "workload": workload,
+        "team": workload.team,
+        "owner": workload.owner,
+        "gpu_class": workload.gpu_class,
+        "allocated_gpu_seconds": 7200,
+        "used_gpu_seconds": 3600,
+        "cost": Decimal("9"),
+    }
+    values.update(kw)
+    return UsageDay.objects.create(**values)
+
+
+def login(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_team_usage_page_shows_members_and_hides_it_from_outsiders(cast: Cast) -> None:
+    usage_day(cast, running(cast))
+    page = login(cast.teammate).get(f"/usage/teams/{cast.team.slug}/")
+    assert page.status_code == 200
+    assert b"owner" in page.content and b"50%" in page.content
+    assert login(cast.outsider).get(f"/usage/teams/{cast.team.slug}/").status_code == 404
+
+
+def test_chargeback_csv_prices_each_team_user_and_class(cast: Cast) -> None:
+    usage_day(cast, running(cast))
+    other = running(cast, team=cast.other_team, owner=cast.outsider)
+    usage_day(cast, other, cost=Decimal("4.5"), allocated_gpu_seconds=3600)
+    month = f"{date.today():%Y-%m}"
+    body = login(cast.admin).get(f"/usage/chargeback/?month={month}&format=csv").content.decode()
+    rows = list(csv.DictReader(io.StringIO(body)))
+    assert {(r["team"], r["user"], r["allocated_gpu_hours"], r["cost"]) for r in rows} == {
+        ("Vision", "owner", "2.000", "9.00"),
+        ("NLP", "outsider", "1.000", "4.50"),
+    }
+    # A member sees only their teams' rows.
+    body = login(cast.owner).get(f"/usage/chargeback/?month={month}&format=csv").content.decode()
+    assert [r["team"] for r in csv.DictReader(io.StringIO(body))] == ["Vision"]
+
+
+def test_suspended_notebook_resumes_in_one_click_from_its_notice(cast: Cast) -> None:
+    notebook = running(cast, kind=wl.KIND_NOTEBOOK, priority_class="development")
+    assert services.telemetry_idle_suspend(workload=notebook, reason="Suspended after idle.")
+    home = login(cast.owner).get("/usage/")
+    assert f"/usage/workloads/{notebook.pk}/resume/".encode() in home.content
+    assert login(cast.outsider).post(f"/usage/workloads/{notebook.pk}/resume/").status_code == 404
+    response = login(cast.owner).post(f"/usage/workloads/{notebook.pk}/resume/")
+    assert response.status_code == 302
+    notebook.refresh_from_db()
+    assert notebook.state == wl.QUEUED
+
+
+def test_idle_list_shows_reclaimed_gpu_hours_to_admins_only(cast: Cast) -> None:
+    notebook = running(cast, kind=wl.KIND_NOTEBOOK, priority_class="development", gpu_milli=2000)
+    services.telemetry_idle_suspend(workload=notebook, reason="idle")
+    IdleNotice.objects.update(created_at=datetime.now(tz=UTC) - timedelta(hours=3))
+    admin_page = login(cast.admin).get("/usage/idle/").content.decode()
+    assert "GPU-hours reclaimed" in admin_page and "<strong>6.0</strong>" in admin_page
+    assert "GPU-hours reclaimed" not in login(cast.owner).get("/usage/idle/").content.decode()
+
+
+def test_workload_usage_page_is_not_shown_to_outsiders(cast: Cast) -> None:
+    job = running(cast)
+    assert login(cast.owner).get(f"/usage/workloads/{job.pk}/").status_code == 200
+    assert login(cast.outsider).get(f"/usage/workloads/{job.pk}/").status_code == 404
