@@ -205,14 +205,14 @@ def platform(
     forget_clients()
     suffix = uuid.uuid4().hex[:6]  # each test its own namespaces on the shared cluster
     vision = Team.objects.create(
-        name=f"Vision {suffix}",
-        slug=f"vision-{suffix}",
+        name="Vision",
+        slug="vision",
         namespace=f"team-vision-{suffix}",
         idp_group="gpupaas-team-vision",
     )
     nlp = Team.objects.create(
-        name=f"NLP {suffix}",
-        slug=f"nlp-{suffix}",
+        name="NLP",
+        slug="nlp",
         namespace=f"team-nlp-{suffix}",
         idp_group="gpupaas-team-nlp",
     )
