@@ -45,6 +45,9 @@ type fakeKubelet struct {
 	queue          workqueue.TypedRateLimitingInterface[string]
 	ipam           *ipam
 	nodeUIDs       sync.Map // node name -> types.UID
+	tlsCert        string
+	tlsKey         string
+	kubeletPort    int32 // the log server's port, advertised by every node
 }
 
 func runFakeKubelet(args []string) int {
@@ -58,6 +61,8 @@ func runFakeKubelet(args []string) int {
 	workers := fs.Int("workers", 8, "pod workers")
 	qps := fs.Float64("kube-api-qps", 500, "client QPS")
 	burst := fs.Int("kube-api-burst", 1000, "client burst")
+	tlsCert := fs.String("tls-cert", "", "serving certificate of the kubelet log endpoint (none: no logs)")
+	tlsKey := fs.String("tls-key", "", "key of --tls-cert")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -96,6 +101,9 @@ func runFakeKubelet(args []string) int {
 		leaseInterval:  *leaseInterval,
 		statusInterval: *statusInterval,
 		ipam:           pool,
+		tlsCert:        *tlsCert,
+		tlsKey:         *tlsKey,
+		kubeletPort:    10250,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
@@ -113,6 +121,16 @@ func runFakeKubelet(args []string) int {
 }
 
 func (fk *fakeKubelet) run(ctx context.Context, workers int) error {
+	factory := informers.NewSharedInformerFactory(fk.client, 0)
+	fk.lister = factory.Core().V1().Pods().Lister()
+	if fk.tlsCert != "" {
+		port, err := fk.startLogServer(ctx, fk.tlsCert, fk.tlsKey)
+		if err != nil {
+			return err
+		}
+		fk.kubeletPort = int32(port)
+		log.Printf("fake-kubelet: container logs served on 127.0.0.1:%d", port)
+	}
 	for _, name := range fk.order {
 		if err := fk.registerNode(ctx, fk.nodes[name]); err != nil {
 			return fmt.Errorf("register node %s: %w", name, err)
@@ -121,9 +139,10 @@ func (fk *fakeKubelet) run(ctx context.Context, workers int) error {
 	log.Printf("fake-kubelet: registered %d nodes", len(fk.order))
 	fk.renewLeases(ctx)
 
-	factory := informers.NewSharedInformerFactory(fk.client, 0)
 	podInformer := factory.Core().V1().Pods()
-	fk.lister = podInformer.Lister()
+	if err := fk.watchClaims(ctx, factory); err != nil {
+		return err
+	}
 	_, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { fk.onPod(obj) },
 		UpdateFunc: func(_, obj interface{}) { fk.onPod(obj) },
@@ -234,7 +253,11 @@ func (fk *fakeKubelet) reportStatus(ctx context.Context, name string) error {
 			{Type: corev1.NodeInternalIP, Address: spec.InternalIP},
 			{Type: corev1.NodeHostName, Address: name},
 		}
-		st.DaemonEndpoints = corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}}
+		if fk.tlsCert != "" {
+			// The apiserver prefers ExternalIP (see up.go) and so reaches the log server here.
+			st.Addresses = append(st.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "127.0.0.1"})
+		}
+		st.DaemonEndpoints = corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: fk.kubeletPort}}
 		st.NodeInfo = corev1.NodeSystemInfo{
 			MachineID:               name,
 			SystemUUID:              deterministicUUID("", "kubesim/"+name+"/system"),

@@ -227,6 +227,10 @@ func (s *supervisor) bringUp(topo *Topology, topoPath string, ports Ports, deadl
 			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 			"--proxy-client-cert-file=" + pk.AdminCert,
 			"--proxy-client-key-file=" + pk.AdminKey,
+			// Pod logs: the fake kubelet serves them on 127.0.0.1, the nodes' ExternalIP.
+			"--kubelet-preferred-address-types=ExternalIP,InternalIP,Hostname",
+			"--kubelet-client-certificate=" + pk.AdminCert,
+			"--kubelet-client-key=" + pk.AdminKey,
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + pk.SAKey,
 			"--service-account-signing-key-file=" + pk.SAKey,
@@ -288,7 +292,7 @@ func (s *supervisor) bringUp(topo *Topology, topoPath string, ports Ports, deadl
 	}
 
 	// fake kubelet for every node of the topology
-	fkArgs := []string{"--kubeconfig=" + kubeconfig}
+	fkArgs := []string{"--kubeconfig=" + kubeconfig, "--tls-cert=" + pk.AdminCert, "--tls-key=" + pk.AdminKey}
 	if topoPath != "" {
 		fkArgs = append(fkArgs, "--topology="+topoPath)
 	}

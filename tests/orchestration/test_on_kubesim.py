@@ -363,3 +363,64 @@ def test_submitted_workloads_are_scheduled_placed_and_run_on_the_cluster(
     )
     assert [p.spec.node_name for p in pods] == [node]
     assert pods[0].spec.containers[0].resources.limits["nvidia.com/gpu.shared"] == "1"
+
+
+def test_notebook_runs_with_home_volume_kept_on_suspend(
+    team: Team, cluster: Cluster, core_api: k8s.CoreV1Api, kube_api_client: Any
+) -> None:
+    image = ImageFactory(
+        name="nb", kind="notebook", reference="quay.io/jupyter/base-notebook:2024-12-02"
+    )
+    workload = admitted(
+        team, kind=wl.KIND_NOTEBOOK, priority_class="development", image=image, params={}
+    )
+    services.workload_reconcile(workload_id=workload.pk)
+    secret = core_api.read_namespaced_secret(f"wl-{workload.pk}-token", team.namespace)
+    assert secret.data["token"]
+    claim = services.workload_spec(workload).home_claim
+    assert core_api.read_namespaced_persistent_volume_claim(claim, team.namespace)
+
+    def running() -> bool:
+        services.status_sync_pass(cluster=cluster)
+        workload.refresh_from_db()
+        return workload.state == wl.RUNNING
+
+    try:
+        wait_for(running, timeout=40)
+    except AssertionError:
+        raise AssertionError(f"notebook not running: {workload.last_reason}") from None
+    # Suspend: objects go, the home volume stays.
+    Workload.objects.filter(pk=workload.pk).update(state=wl.SUSPENDED)
+    services.workload_reconcile(workload_id=workload.pk)
+    apps = k8s.AppsV1Api(kube_api_client)
+    wait_for(
+        lambda: not apps.list_namespaced_stateful_set(
+            team.namespace, label_selector=f"{m.LABEL_WORKLOAD}={workload.pk}"
+        ).items
+    )
+    assert core_api.read_namespaced_persistent_volume_claim(claim, team.namespace)
+
+
+def test_logs_tail_and_follow_come_from_the_cluster(team: Team, cluster: Cluster) -> None:
+    from apps.orchestration.observability import LogsUnavailable, workload_events, workload_logs
+
+    workload = admitted(team, params={"pod_annotations": {"kubesim.io/run-duration": "4s"}})
+    with pytest.raises(LogsUnavailable, match="No pod"):
+        list(workload_logs(workload=workload))
+    services.workload_reconcile(workload_id=workload.pk)
+
+    def running() -> bool:
+        services.status_sync_pass(cluster=cluster)
+        workload.refresh_from_db()
+        return workload.state == wl.RUNNING
+
+    wait_for(running, timeout=40)
+    time.sleep(1.5)
+    lines = list(workload_logs(workload=workload, tail_lines=1))
+    assert len(lines) == 1
+    assert f"wl-{workload.pk}" in lines[0]
+    followed = list(workload_logs(workload=workload, follow=True, tail_lines=100))
+    assert "started nvcr.io/nvidia/pytorch:24.12-py3" in followed[0]
+    assert followed[-1].endswith("exited with code 0")
+    reasons = {e.reason for e in workload_events(workload=workload)}
+    assert {"Scheduled", "SuccessfulCreate"} <= reasons
