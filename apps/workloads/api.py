@@ -37,6 +37,7 @@ from apps.workloads import idempotency as idem
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workload_for_user, workloads_visible_to
 from apps.workloads.serializers import (
+    ROW_VALUES,
     CancelSerializer,
     CloneSerializer,
     ClusterEventSerializer,
@@ -45,6 +46,7 @@ from apps.workloads.serializers import (
     WorkloadEventsSerializer,
     WorkloadListQuerySerializer,
     WorkloadSerializer,
+    workload_rows,
 )
 from apps.workloads.services import (
     workload_cancel,
@@ -190,9 +192,10 @@ class WorkloadListView(APIView):
     )
     def get(self, request: Request) -> Response:
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(self._filtered(request), request, view=self)
+        rows = self._filtered(request).values(*ROW_VALUES)
+        page = paginator.paginate_queryset(rows, request, view=self)
         assert page is not None  # the paginator always pages
-        return paginator.get_paginated_response(WorkloadSerializer(page, many=True).data)
+        return paginator.get_paginated_response(workload_rows(page))
 
     @extend_schema(
         operation_id="workloads_create",

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -16,6 +17,8 @@ SUBMITTABLE_KINDS = (core.KIND_NOTEBOOK, core.KIND_TRAINING, core.KIND_SWEEP)
 MAX_REPLICAS = 256
 MAX_LIST_ITEMS = 200
 MAX_GRID_POINTS = 1000
+_MODEL_FIELDS = {f.name for f in Workload._meta.get_fields()}
+_DATETIMES = {"created_at", "queued_at", "admitted_at", "started_at", "finished_at", "updated_at"}
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
@@ -71,6 +74,54 @@ class WorkloadSerializer(serializers.ModelSerializer):
     def get_estimated_start_at(self, workload: Workload) -> str | None:
         value = getattr(workload, "estimated_start_at", None)
         return value.isoformat() if isinstance(value, datetime) else None
+
+
+# The list is the hot read of the API (CLI polling, dashboards): its rows are built from one
+# ``values()`` query instead of model instances and serializer fields, which is several times
+# cheaper per row. ``test_list_rows_equal_the_serializer`` keeps both shapes identical.
+_ROW_COLUMNS = {
+    "team": "team__slug",
+    "owner": "owner__username",
+    "gpu_class": "gpu_class__name",
+    "image": "image__name",
+}
+_PLAIN = [
+    f
+    for f in WorkloadSerializer.Meta.fields
+    if f not in _ROW_COLUMNS and f not in ("total_milli", "queue_position", "estimated_start_at")
+]
+_OPTIONAL = [f for f in ("queue_position", "estimated_start_at") if f in _MODEL_FIELDS]
+ROW_VALUES = [*_PLAIN, *_ROW_COLUMNS.values(), *_OPTIONAL]
+
+
+def _iso(value: datetime | None, tz: tzinfo) -> str | None:
+    """As DRF's DateTimeField writes it: in the current time zone, UTC as "Z"."""
+    if value is None:
+        return None
+    text = value.astimezone(tz).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def workload_rows(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """List rows from ``queryset.values(*ROW_VALUES)``, shaped like :class:`WorkloadSerializer`."""
+    tz = timezone.get_current_timezone()
+    rows = []
+    for v in values:
+        row: dict[str, Any] = {}
+        for name in WorkloadSerializer.Meta.fields:
+            if name in _ROW_COLUMNS:
+                row[name] = v[_ROW_COLUMNS[name]]
+            elif name == "total_milli":
+                row[name] = v["gpu_milli"] * v["replicas"]
+            elif name in ("queue_position", "estimated_start_at"):
+                value = v.get(name)
+                row[name] = _iso(value, tz) if isinstance(value, datetime) else value
+            elif name in _DATETIMES:
+                row[name] = _iso(v[name], tz)
+            else:
+                row[name] = v[name]
+        rows.append(row)
+    return rows
 
 
 class StringMapField(serializers.DictField):

@@ -443,3 +443,16 @@ def test_admin_may_submit_into_any_team(cast: Cast, api: Client) -> None:
     assert response.status_code == 201
     assert response.json()["team"] == "robotics"
     assert response.json()["owner"] == "admin"
+
+
+def test_list_rows_equal_the_serializer(cast: Cast, api: Client) -> None:
+    """The list builds its rows without the serializer (for speed); the shapes must not drift."""
+    workload = workload_of(
+        cast, state=core.QUEUED, env={"A": "1"}, params={"grid": {"x": ["1"]}}, replicas=2,
+        gpu_milli=2000, last_reason="team quota reached", max_runtime_seconds=600,
+    )  # fmt: skip
+    Workload.objects.filter(pk=workload.pk).update(queued_at=timezone.now())
+    client = api(cast.owner)
+    [row] = client.get("/api/v1/workloads/").json()["results"]
+    assert row == client.get(f"/api/v1/workloads/{workload.pk}/").json()
+    assert row["queued_at"].endswith("Z")

@@ -1,0 +1,350 @@
+"""REST API under load: gunicorn on two cores with PostgreSQL, driven by wrk over loopback.
+
+The database holds 10,000 workloads of one team. One member's write token is used by 50
+concurrent connections for:
+
+* list   GET  /api/v1/workloads/?page=N  (pages of 50, N drawn over all 200 pages)
+* submit POST /api/v1/workloads/          (a one-GPU training job; each request creates one)
+
+Each is measured twice: closed-loop at saturation (50 connections, no pause: the most the
+server does) and paced at a fixed offered rate (default 200 requests/s over the same 50
+connections; wrk paces the sends from its Lua script). Baseline in the same run: /healthz
+(no database, no authentication) at saturation. The rate limit is lifted for the run (one
+token sends everything); everything else is the production settings module.
+
+    .venv/bin/python bench/api_bench.py [--rows 10000] [--duration 15] [--rate 200]
+
+Needs wrk (apt-get install wrk), PostgreSQL on 127.0.0.1 (role gpupaas with CREATEDB) and
+redis-server (started here on a free port, for the tasks a submit queues).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+DB_NAME = "gpupaas_bench_api"
+DB_URL = f"postgres://gpupaas:gpupaas@127.0.0.1:5432/{DB_NAME}"
+CONNECTIONS = 50
+THREADS = 2
+WORKERS = 2
+
+WRK_SCRIPT = r"""
+local ffi = require("ffi")
+ffi.cdef[[
+typedef long time_t;
+typedef struct { time_t tv_sec; long tv_nsec; } timespec;
+int clock_gettime(int clk_id, timespec *tp);
+]]
+local ts = ffi.new("timespec")
+local function now_ms()
+  ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.tv_sec) * 1000 + tonumber(ts.tv_nsec) / 1e6
+end
+
+local token = os.getenv("BENCH_TOKEN")
+local mode = os.getenv("BENCH_MODE")            -- list | submit | healthz
+local interval = tonumber(os.getenv("BENCH_INTERVAL_MS") or "0")   -- per thread; 0: no pacing
+local pages = tonumber(os.getenv("BENCH_PAGES") or "1")
+local body = os.getenv("BENCH_BODY") or ""
+local next_slot = 0
+local counter = 0
+
+function init(args)
+  math.randomseed(os.time() * 1000 + math.floor(os.clock() * 1e6))
+end
+
+function delay()
+  if interval <= 0 then return 0 end
+  local now = now_ms()
+  if next_slot < now then next_slot = now end
+  local wait = next_slot - now
+  next_slot = next_slot + interval
+  return wait
+end
+
+function request()
+  counter = counter + 1
+  local headers = {["Authorization"] = "Bearer " .. token, ["Accept"] = "application/json"}
+  if mode == "list" then
+    local page = math.random(1, pages)
+    return wrk.format("GET", "/api/v1/workloads/?page=" .. page .. "&page_size=50", headers)
+  elseif mode == "submit" then
+    headers["Content-Type"] = "application/json"
+    return wrk.format("POST", "/api/v1/workloads/", headers, body)
+  end
+  return wrk.format("GET", "/healthz", {})
+end
+
+local bad = 0
+function response(status, headers, body)
+  if status >= 400 then bad = bad + 1 end
+end
+
+function done(summary, latency, requests)
+  local secs = summary.duration / 1e6
+  io.write(string.format(
+    'BENCH_JSON {"requests": %d, "seconds": %.3f, "rps": %.1f, "p50_ms": %.2f, '
+    .. '"p90_ms": %.2f, "p99_ms": %.2f, "max_ms": %.2f, "socket_errors": %d, "non2xx": %d}\n',
+    summary.requests, secs, summary.requests / secs,
+    latency:percentile(50) / 1000, latency:percentile(90) / 1000,
+    latency:percentile(99) / 1000, latency.max / 1000,
+    summary.errors.connect + summary.errors.read + summary.errors.write
+      + summary.errors.timeout, summary.errors.status))
+end
+"""
+
+
+@dataclass
+class Result:
+    label: str
+    requests: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    socket_errors: int
+    non2xx: int
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def recreate_database() -> None:
+    env = {**os.environ, "PGPASSWORD": "gpupaas"}
+    base = ["-h", "127.0.0.1", "-U", "gpupaas"]
+    subprocess.run(["dropdb", *base, "--if-exists", "--force", DB_NAME], check=True, env=env)
+    subprocess.run(["createdb", *base, DB_NAME], check=True, env=env)
+
+
+def seed(rows: int) -> tuple[str, dict[str, object]]:
+    """10,000 workloads of one team; returns a member's write token and a submit body."""
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.utils import timezone
+
+    from apps.accounts.models import Membership, Team, User
+    from apps.accounts.services import api_token_create
+    from apps.catalog.models import GpuClass, Image
+    from apps.quotas.models import TeamQuota
+    from apps.workloads import core as wl
+    from apps.workloads.models import Workload
+
+    call_command("migrate", verbosity=0)
+    gpu = GpuClass.objects.create(
+        name="H100-80GB", product_label="NVIDIA-H100-80GB-HBM3", memory_mib=81559,
+        capacity_gpus=512,
+    )  # fmt: skip
+    image = Image.objects.create(name="pytorch", reference="nvcr.io/nvidia/pytorch:24.12-py3")
+    team = Team.objects.create(name="Vision", slug="vision", namespace="team-vision")
+    other = Team.objects.create(name="NLP", slug="nlp", namespace="team-nlp")
+    TeamQuota.objects.create(team=team, gpu_class=gpu, guaranteed_milli=64000, limit_milli=128000)
+    users = [User.objects.create(username=f"user{i}") for i in range(20)]
+    for user in users:
+        Membership.objects.create(user=user, team=team)
+    outsider = User.objects.create(username="outsider")
+    Membership.objects.create(user=outsider, team=other)
+    states = [wl.SUCCEEDED, wl.FAILED, wl.CANCELLED, wl.RUNNING, wl.QUEUED, wl.PENDING]
+    start = timezone.now()
+    Workload.objects.bulk_create(
+        [
+            Workload(
+                name=f"job-{i}",
+                kind=wl.KIND_TRAINING,
+                state=states[i % len(states)],
+                owner=users[i % len(users)],
+                team=team,
+                gpu_class=gpu,
+                image=image,
+                gpu_milli=1000,
+                replicas=1,
+                priority_class=wl.PRIORITY_TRAINING,
+                command=["python", "train.py", f"--seed={i}"],
+                env={"RUN": str(i)},
+                created_at=start - timedelta(minutes=i),
+            )
+            for i in range(rows)
+        ],
+        batch_size=2000,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    _, token = api_token_create(actor=users[0], name="bench", scopes=["write"], expires_at=None)
+    body = {
+        "kind": "training",
+        "name": "bench-submit",
+        "gpu_class": gpu.name,
+        "image": image.name,
+        "gpu_milli": 1000,
+        "command": ["python", "train.py"],
+    }
+    return token, body
+
+
+def wait_for(url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"gunicorn did not answer at {url} within {timeout:g} s")
+
+
+def run_wrk(
+    label: str, url: str, script: Path, duration: int, env: dict[str, str], rate: float | None
+) -> Result:
+    interval = (1000.0 * THREADS / rate) if rate else 0.0
+    cmd = [
+        "wrk", f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{duration}s", "--timeout", "10s",
+        "-s", str(script), url,
+    ]  # fmt: skip
+    done = subprocess.run(
+        cmd,
+        env={**env, "BENCH_INTERVAL_MS": f"{interval:.4f}"},
+        capture_output=True,
+        text=True,
+        timeout=duration + 60,
+        check=True,
+    )
+    line = next(x for x in done.stdout.splitlines() if x.startswith("BENCH_JSON "))
+    return Result(label=label, **json.loads(line.removeprefix("BENCH_JSON ")))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--duration", type=int, default=15, help="seconds per measurement")
+    parser.add_argument("--rate", type=float, default=200.0, help="paced offered load, req/s")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (apt-get install wrk).")
+
+    work = Path(tempfile.mkdtemp(prefix="gpupaas-api-bench-"))
+    redis_port = free_port()
+    secret = secrets.token_urlsafe(48)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "gpupaas.settings.production",
+        "DATABASE_URL": DB_URL,
+        "SECRET_KEY": secret,
+        "SECURE_SSL_REDIRECT": "false",
+        "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "API_RATE_LIMIT": "1000000/min",
+        "LOG_LEVEL": "WARNING",
+        "GPUPAAS_VAR_DIR": str(work),
+    }
+    os.environ.update(env)
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    gunicorn: subprocess.Popen[bytes] | None = None
+    try:
+        recreate_database()
+        mark = time.perf_counter()
+        token, body = seed(args.rows)
+        print(f"seeded {args.rows} workloads in {time.perf_counter() - mark:.1f} s")
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        gunicorn = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "gunicorn"),
+                "gpupaas.wsgi:application",
+                "--workers",
+                str(WORKERS),
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--backlog",
+                "2048",
+                "--log-level",
+                "warning",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+        )
+        wait_for(f"{base}/healthz")
+        script = work / "bench.lua"
+        script.write_text(WRK_SCRIPT)
+        pages = max(1, args.rows // 50)
+        wrk_env = {
+            **env,
+            "BENCH_TOKEN": token,
+            "BENCH_PAGES": str(pages),
+            "BENCH_BODY": json.dumps(body),
+        }
+        # Warm both workers (imports, connections, query plans) before measuring.
+        run_wrk("warm-up", base, script, 3, {**wrk_env, "BENCH_MODE": "list"}, None)
+
+        results = [
+            run_wrk("healthz, saturated", base, script, args.duration,
+                    {**wrk_env, "BENCH_MODE": "healthz"}, None),
+            run_wrk("list, saturated", base, script, args.duration,
+                    {**wrk_env, "BENCH_MODE": "list"}, None),
+            run_wrk(f"list, paced {args.rate:g}/s", base, script, args.duration,
+                    {**wrk_env, "BENCH_MODE": "list"}, args.rate),
+            run_wrk("submit, saturated", base, script, args.duration,
+                    {**wrk_env, "BENCH_MODE": "submit"}, None),
+            run_wrk(f"submit, paced {args.rate:g}/s", base, script, args.duration,
+                    {**wrk_env, "BENCH_MODE": "submit"}, args.rate),
+        ]  # fmt: skip
+    finally:
+        if gunicorn is not None:
+            gunicorn.terminate()
+            gunicorn.wait(timeout=30)
+        redis.terminate()
+        redis.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+
+    healthz = results[0].rps
+    print()
+    print(f"gunicorn {WORKERS} sync workers, wrk {THREADS} threads × {CONNECTIONS} connections,")
+    print(f"{args.rows} workloads, pages of 50, {args.duration} s per row, {os.cpu_count()} CPUs")
+    print()
+    header = f"{'measurement':<24}{'req/s':>9}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}"
+    print(header + f"{'errors':>8}{'vs healthz':>12}")
+    for r in results:
+        errors = r.socket_errors + r.non2xx
+        print(
+            f"{r.label:<24}{r.rps:>9.1f}{r.p50_ms:>9.1f}{r.p90_ms:>9.1f}{r.p99_ms:>9.1f}"
+            f"{errors:>8}{r.rps / healthz:>11.2f}×"
+        )
+    paced_list = results[2]
+    ok = paced_list.p99_ms < 100 and paced_list.rps >= 0.95 * args.rate
+    print()
+    print(
+        f"target: list p99 < 100 ms at {args.rate:g} req/s → "
+        f"{'met' if ok else 'NOT met'} (p99 {paced_list.p99_ms:.1f} ms at "
+        f"{paced_list.rps:.0f} req/s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
