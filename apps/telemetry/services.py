@@ -3,6 +3,7 @@ system actor, and node health reports."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -13,13 +14,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.models import Membership
 from apps.audit.services import audit_record
-from apps.catalog.models import ClusterNode
+from apps.catalog.models import ClusterNode, GpuClass
 from apps.orchestration import manifests as m
 from apps.orchestration.clusters import ClusterConfigError, kube_for
 from apps.orchestration.kube import ClusterUnreachable
@@ -158,17 +159,46 @@ def _day_segments(start: datetime, end: datetime) -> list[tuple[date, datetime, 
     return segments
 
 
-def _accounted_workloads(window_start: datetime) -> list[Workload]:
+@dataclass(frozen=True)
+class Held:
+    """A workload that held GPUs in the window, as plain data (thousands per pass)."""
+
+    pk: int
+    name: str
+    kind: str
+    state: str
+    team_id: int
+    owner_id: int
+    gpu_class_id: int
+    gpu_milli: int
+    replicas: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+    @property
+    def total_milli(self) -> int:
+        return self.gpu_milli * self.replicas
+
+    def get_kind_display(self) -> str:
+        return str(dict(Workload.Kind.choices).get(self.kind, self.kind))
+
+
+HELD_FIELDS = tuple(f.name for f in Held.__dataclass_fields__.values())
+
+
+def _accounted_workloads(window_start: datetime) -> list[Held]:
     """Workloads that held GPUs during the window: running, or stopped since it began."""
-    return list(
+    rows = (
         Workload.objects.filter(started_at__isnull=False)
         .filter(
             Q(state__in=(wl.STARTING, wl.RUNNING))
             | Q(finished_at__gt=window_start)
             | Q(state__in=ENDED_HOLDING_STATES, updated_at__gt=window_start)
         )
-        .select_related("gpu_class", "owner", "team")
+        .values_list(*HELD_FIELDS)
     )
+    return [Held(*row) for row in rows]
 
 
 def telemetry_ingest(
@@ -234,58 +264,70 @@ def telemetry_ingest(
     return result
 
 
+@dataclass
+class UsageState:
+    """A workload's WorkloadUsage row as plain data (no model instances in the hot loop)."""
+
+    workload_id: int
+    allocated_gpu_seconds: float = 0.0
+    used_gpu_seconds: float = 0.0
+    measured_seconds: float = 0.0
+    last_utilisation: float | None = None
+    last_sample_at: datetime | None = None
+    pods: list[Any] = field(default_factory=list)
+    idle_since: datetime | None = None
+    warned_at: datetime | None = None
+    flagged_at: datetime | None = None
+
+
+def _usage_states(ids: list[int]) -> dict[int, UsageState]:
+    rows = WorkloadUsage.objects.filter(workload_id__in=ids).values_list(
+        "workload_id", *USAGE_FIELDS
+    )
+    return {row[0]: UsageState(*row) for row in rows}
+
+
+@dataclass
+class DayIncrement:
+    workload: Held
+    day: date
+    allocated: float
+    used: float
+    cost: Decimal
+
+
 def _account(
-    workloads: list[Workload],
+    workloads: list[Held],
     measures: Mapping[int, core.WorkloadMeasure],
     pods_of: Mapping[int, list[list[str]]],
     window_start: datetime,
     now: datetime,
     result: IngestResult,
 ) -> None:
-    ids = [w.pk for w in workloads]
-    usages = WorkloadUsage.objects.in_bulk(ids)
-    segments_by_workload: dict[int, list[tuple[date, float]]] = {}
-    days: set[date] = set()
-    for workload in workloads:
-        end_of_holding = workload.finished_at
-        if workload.state in ENDED_HOLDING_STATES:
-            end_of_holding = workload.updated_at
-        parts = []
-        for day, start, end in _day_segments(window_start, now):
-            seconds = core.overlap_seconds(workload.started_at, end_of_holding, start, end)
-            if seconds > 0:
-                parts.append((day, seconds))
-                days.add(day)
-        segments_by_workload[workload.pk] = parts
-    existing_days = {
-        (row.workload_id, row.day): row
-        for row in UsageDay.objects.filter(workload_id__in=ids, day__in=days)
-    }
+    usages = _usage_states([w.pk for w in workloads])
+    hourly = dict(GpuClass.objects.values_list("pk", "hourly_cost"))
+    segments = _day_segments(window_start, now)
     policies = PolicyBook()
-    usage_rows: list[WorkloadUsage] = []
-    day_rows: list[UsageDay] = []
+    usage_rows: list[UsageState] = []
+    increments: list[DayIncrement] = []
     for workload in workloads:
         measure = measures.get(workload.pk)
         utilisation = measure.utilisation if measure else None
         if utilisation is not None:
             result.measured += 1
         gpus = workload.total_milli / 1000
-        usage = usages.get(workload.pk) or WorkloadUsage(workload=workload)
-        for day, seconds in segments_by_workload[workload.pk]:
+        usage = usages.get(workload.pk) or UsageState(workload.pk)
+        end_of_holding = workload.finished_at
+        if workload.state in ENDED_HOLDING_STATES:
+            end_of_holding = workload.updated_at
+        for day, start, end in segments:
+            seconds = core.overlap_seconds(workload.started_at, end_of_holding, start, end)
+            if seconds <= 0:
+                continue
             allocated = gpus * seconds
             used = allocated * (utilisation or 0.0)
-            row = existing_days.get((workload.pk, day))
-            if row is None:
-                row = existing_days[(workload.pk, day)] = UsageDay(
-                    day=day,
-                    workload=workload,
-                    team_id=workload.team_id,
-                    owner_id=workload.owner_id,
-                    gpu_class_id=workload.gpu_class_id,
-                )
-            row.allocated_gpu_seconds += allocated
-            row.used_gpu_seconds += used
-            row.cost = Decimal(row.cost) + core.price(allocated, workload.gpu_class.hourly_cost)
+            cost = core.price(allocated, hourly[workload.gpu_class_id])
+            increments.append(DayIncrement(workload, day, allocated, used, cost))
             usage.allocated_gpu_seconds += allocated
             usage.used_gpu_seconds += used
             if utilisation is not None:
@@ -298,37 +340,126 @@ def _account(
         elif workload.state != wl.RUNNING:
             usage.idle_since = usage.warned_at = usage.flagged_at = None
         usage_rows.append(usage)
-    day_rows = list(existing_days.values())
-    WorkloadUsage.objects.bulk_create(
-        usage_rows,
-        update_conflicts=True,
-        unique_fields=["workload"],
-        update_fields=[
-            "allocated_gpu_seconds",
-            "used_gpu_seconds",
-            "measured_seconds",
-            "last_utilisation",
-            "last_sample_at",
-            "pods",
-            "idle_since",
-            "warned_at",
-            "flagged_at",
-        ],
-        batch_size=2000,
-    )
-    UsageDay.objects.bulk_create(
-        day_rows,
-        update_conflicts=True,
-        unique_fields=["workload", "day"],
-        update_fields=["allocated_gpu_seconds", "used_gpu_seconds", "cost"],
-        batch_size=2000,
-    )
+    if connection.vendor == "postgresql":
+        _write_postgresql(usage_rows, increments)
+    else:
+        _write_portable(usage_rows, increments)
     _close_finished_suspensions(now)
 
 
+USAGE_FIELDS = (
+    "allocated_gpu_seconds",
+    "used_gpu_seconds",
+    "measured_seconds",
+    "last_utilisation",
+    "last_sample_at",
+    "pods",
+    "idle_since",
+    "warned_at",
+    "flagged_at",
+)
+
+
+def _write_postgresql(usages: list[UsageState], increments: list[DayIncrement]) -> None:
+    """Two set-based statements (arrays unnested server-side): a cycle over thousands of
+    workloads costs two round trips. Daily rows are incremented in SQL, not read first."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {WorkloadUsage._meta.db_table}
+                (workload_id, {", ".join(USAGE_FIELDS)})
+            SELECT w, a, u, m, l, s, p::jsonb, i, wa, f
+            FROM unnest(%s::bigint[], %s::float8[], %s::float8[], %s::float8[], %s::float8[],
+                        %s::timestamptz[], %s::text[], %s::timestamptz[], %s::timestamptz[],
+                        %s::timestamptz[]) AS t(w, a, u, m, l, s, p, i, wa, f)
+            ON CONFLICT (workload_id) DO UPDATE SET
+                {", ".join(f"{f} = EXCLUDED.{f}" for f in USAGE_FIELDS)}
+            """,  # noqa: S608 - table and column names are ours, values are parameters
+            [
+                [u.workload_id for u in usages],
+                [u.allocated_gpu_seconds for u in usages],
+                [u.used_gpu_seconds for u in usages],
+                [u.measured_seconds for u in usages],
+                [u.last_utilisation for u in usages],
+                [u.last_sample_at for u in usages],
+                [json.dumps(u.pods or []) for u in usages],
+                [u.idle_since for u in usages],
+                [u.warned_at for u in usages],
+                [u.flagged_at for u in usages],
+            ],
+        )
+        if not increments:
+            return
+        table = UsageDay._meta.db_table
+        cursor.execute(
+            f"""
+            INSERT INTO {table} (day, workload_id, team_id, owner_id, gpu_class_id,
+                                 allocated_gpu_seconds, used_gpu_seconds, cost)
+            SELECT * FROM unnest(%s::date[], %s::bigint[], %s::bigint[], %s::bigint[],
+                                 %s::bigint[], %s::float8[], %s::float8[], %s::numeric[])
+            ON CONFLICT (workload_id, day) DO UPDATE SET
+                allocated_gpu_seconds = {table}.allocated_gpu_seconds
+                                        + EXCLUDED.allocated_gpu_seconds,
+                used_gpu_seconds = {table}.used_gpu_seconds + EXCLUDED.used_gpu_seconds,
+                cost = {table}.cost + EXCLUDED.cost
+            """,  # noqa: S608 - table and column names are ours, values are parameters
+            [
+                [i.day for i in increments],
+                [i.workload.pk for i in increments],
+                [i.workload.team_id for i in increments],
+                [i.workload.owner_id for i in increments],
+                [i.workload.gpu_class_id for i in increments],
+                [i.allocated for i in increments],
+                [i.used for i in increments],
+                [i.cost for i in increments],
+            ],
+        )
+
+
+def _write_portable(usages: list[UsageState], increments: list[DayIncrement]) -> None:
+    """The same writes through the ORM (SQLite, the zero-setup development database)."""
+    WorkloadUsage.objects.bulk_create(
+        [
+            WorkloadUsage(workload_id=u.workload_id, **{f: getattr(u, f) for f in USAGE_FIELDS})
+            for u in usages
+        ],
+        update_conflicts=True,
+        unique_fields=["workload"],
+        update_fields=list(USAGE_FIELDS),
+        batch_size=500,
+    )
+    keys = {(i.workload.pk, i.day) for i in increments}
+    rows = {
+        (r.workload_id, r.day): r
+        for r in UsageDay.objects.filter(
+            workload_id__in={k[0] for k in keys}, day__in={k[1] for k in keys}
+        )
+    }
+    for inc in increments:
+        row = rows.get((inc.workload.pk, inc.day))
+        if row is None:
+            row = rows[(inc.workload.pk, inc.day)] = UsageDay(
+                day=inc.day,
+                workload_id=inc.workload.pk,
+                team_id=inc.workload.team_id,
+                owner_id=inc.workload.owner_id,
+                gpu_class_id=inc.workload.gpu_class_id,
+            )
+        row.allocated_gpu_seconds += inc.allocated
+        row.used_gpu_seconds += inc.used
+        row.cost = Decimal(row.cost) + inc.cost
+    UsageDay.objects.bulk_create(
+        list(rows.values()),
+        update_conflicts=True,
+        unique_fields=["workload", "day"],
+        update_fields=["allocated_gpu_seconds", "used_gpu_seconds", "cost"],
+        batch_size=500,
+    )
+
+
 def _apply_idle_policy(
-    workload: Workload,
-    usage: WorkloadUsage,
+    workload: Held,
+    usage: UsageState,
     utilisation: float | None,
     policies: PolicyBook,
     window_start: datetime,
@@ -345,10 +476,10 @@ def _apply_idle_policy(
         now=now,
     )
     usage.idle_since = decision.idle_since
-    if decision.busy_again:
+    if decision.busy_again and (usage.warned_at or usage.flagged_at):
         usage.warned_at = usage.flagged_at = None
         IdleNotice.objects.filter(
-            workload=workload,
+            workload_id=workload.pk,
             kind__in=(IdleNotice.Kind.WARNED, IdleNotice.Kind.FLAGGED),
             resolved_at__isnull=True,
         ).update(resolved_at=now)
@@ -358,7 +489,7 @@ def _apply_idle_policy(
     below = f"GPU < {policy.threshold * 100:g}%"
     gpus = workload.total_milli / 1000
     common = {
-        "workload": workload,
+        "workload_id": workload.pk,
         "utilisation": utilisation or 0.0,
         "idle_since": decision.idle_since,
         "allocated_gpus": gpus,
@@ -380,7 +511,8 @@ def _apply_idle_policy(
         reason = (
             f"Suspended after {idle_for} idle ({below}); your files are kept — resume in one click."
         )
-        if telemetry_idle_suspend(workload=workload, reason=reason, notice=common):
+        model = Workload.objects.get(pk=workload.pk)
+        if telemetry_idle_suspend(workload=model, reason=reason, notice=common):
             usage.idle_since = usage.warned_at = None
             result.suspended.append(workload.pk)
     if decision.flag:
@@ -391,7 +523,9 @@ def _apply_idle_policy(
         IdleNotice.objects.create(kind=IdleNotice.Kind.FLAGGED, message=message, **common)
         usage.flagged_at = now
         result.flagged.append(workload.pk)
-        _notify_owner_and_leads(workload, message)
+        _notify_owner_and_leads(
+            Workload.objects.select_related("owner").get(pk=workload.pk), message
+        )
 
 
 def _notify_owner_and_leads(workload: Workload, message: str) -> None:
@@ -426,7 +560,8 @@ def telemetry_idle_suspend(
             actor=None, action="workload.idle_suspend", obj=workload, details={"reason": reason}
         )
         values = dict(notice or {})
-        values.setdefault("workload", workload)
+        values.pop("workload", None)
+        values["workload_id"] = workload.pk
         values.setdefault("utilisation", 0.0)
         values.setdefault("idle_since", timezone.now())
         values.setdefault("allocated_gpus", workload.total_milli / 1000)

@@ -313,7 +313,10 @@ def test_mig_gpu_memory_is_the_sum_of_its_instances() -> None:
     assert core.node_health_from_samples(samples)["h100-0"].gpus[0].memory_mib == 80000
 
 
-def test_accounting_queries_average_over_the_window() -> None:
+def test_accounting_queries_average_over_the_window_and_keep_the_join_labels() -> None:
     queries = core.accounting_queries(60)
-    assert queries[core.GPU_UTIL] == "avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s])"
-    assert set(queries) == {core.GPU_UTIL, core.GR_ENGINE_ACTIVE, core.FB_USED}
+    assert set(queries) == {core.GPU_UTIL, core.GR_ENGINE_ACTIVE}
+    query = queries[core.GPU_UTIL]
+    assert query.endswith("(avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s]))")
+    for label in ("exported_pod", "exported_namespace", "pod", "namespace", "GPU_I_ID", "hostname"):
+        assert label in query
