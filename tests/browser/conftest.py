@@ -8,7 +8,6 @@ import logging
 import os
 import shutil
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ from typing import Any
 import pytest
 from django.db import close_old_connections, connection
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from apps.accounts.models import Team
@@ -36,67 +34,14 @@ log = logging.getLogger(__name__)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOOP_SECONDS = 0.5
 NOTEBOOK_HOST = "notebooks.gpupaas.test"
-# How long a home volume claim may stay Pending before the test binds it to a volume itself.
-CLAIM_GRACE_SECONDS = 1.0
-
-
-class HomeVolumeBinder:
-    """A stand-in for a storage provisioner, for the test only: the simulated cluster has no
-    storage class, so a notebook's home claim would stay Pending ("unbound immediate
-    PersistentVolumeClaims"). A claim Pending for longer than ``CLAIM_GRACE_SECONDS`` gets a
-    volume pre-bound to it; the cluster's own volume binder does the binding."""
-
-    def __init__(self, kubeconfig: Path, namespaces: list[str]) -> None:
-        self.core = k8s.CoreV1Api(k8s_config.new_client_from_config(config_file=str(kubeconfig)))
-        self.namespaces = namespaces
-        self.pending_since: dict[tuple[str, str], float] = {}
-        self.created: list[str] = []
-
-    def bind_pending(self) -> None:
-        now = time.monotonic()
-        for namespace in self.namespaces:
-            for claim in self.core.list_namespaced_persistent_volume_claim(namespace).items:
-                key = (namespace, claim.metadata.name)
-                if claim.status.phase != "Pending" or claim.spec.volume_name:
-                    continue
-                first = self.pending_since.setdefault(key, now)
-                if now - first < CLAIM_GRACE_SECONDS:
-                    continue
-                name = f"test-{namespace}-{claim.metadata.name}"[:63]
-                if name in self.created:
-                    continue
-                volume = {
-                    "apiVersion": "v1",
-                    "kind": "PersistentVolume",
-                    "metadata": {"name": name},
-                    "spec": {
-                        "capacity": {"storage": claim.spec.resources.requests["storage"]},
-                        "accessModes": ["ReadWriteOnce"],
-                        "persistentVolumeReclaimPolicy": "Retain",
-                        "storageClassName": claim.spec.storage_class_name or "",
-                        "hostPath": {"path": f"/tmp/{name}"},  # noqa: S108 - never mounted
-                        "claimRef": {"namespace": namespace, "name": claim.metadata.name},
-                    },
-                }
-                self.core.create_persistent_volume(volume)
-                self.created.append(name)
-
-    def clean_up(self) -> None:
-        for name in self.created:
-            try:
-                self.core.delete_persistent_volume(name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
 
 
 class PlatformLoop(threading.Thread):
     """Every ``LOOP_SECONDS``: a scheduling cycle, a reconcile pass and a status sync."""
 
-    def __init__(self, cluster_id: int, binder: HomeVolumeBinder) -> None:
+    def __init__(self, cluster_id: int) -> None:
         super().__init__(name="platform-loop", daemon=True)
         self.cluster_id = cluster_id
-        self.binder = binder
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self.passes = 0
@@ -110,7 +55,6 @@ class PlatformLoop(threading.Thread):
                     cluster = Cluster.objects.get(pk=self.cluster_id)
                     orchestration.reconcile_pass(cluster=cluster)
                     orchestration.status_sync_pass(cluster=cluster)
-                    self.binder.bind_pending()
                 except Exception as exc:  # keep looping; the test reports what went wrong
                     log.exception("platform loop pass failed")
                     self.errors.append(repr(exc))
@@ -243,8 +187,7 @@ def platform(
     orchestration.cluster_inventory_sync(cluster=cluster)
     orchestration.team_namespace_ensure(team=vision)
     orchestration.team_namespace_ensure(team=nlp)
-    binder = HomeVolumeBinder(kubesim.kubeconfig, [vision.namespace, nlp.namespace])
-    loop = PlatformLoop(cluster.pk, binder)
+    loop = PlatformLoop(cluster.pk)
     loop.start()
     result = Platform(
         url=live_server.url,
@@ -262,7 +205,6 @@ def platform(
         yield result
     finally:
         loop.stop()
-        binder.clean_up()
         core = k8s.CoreV1Api(kube_api_client)
         for team in (vision, nlp):
             try:
