@@ -297,3 +297,17 @@ def test_workload_usage_page_is_not_shown_to_outsiders(cast: Cast) -> None:
     job = running(cast)
     assert login(cast.owner).get(f"/usage/workloads/{job.pk}/").status_code == 200
     assert login(cast.outsider).get(f"/usage/workloads/{job.pk}/").status_code == 404
+
+
+def test_idle_notices_tag_shows_the_users_own_notices_only(cast: Cast) -> None:
+    from django.template import Context, Template
+    from django.test import RequestFactory
+
+    notebook = running(cast, kind=wl.KIND_NOTEBOOK, priority_class="development")
+    services.telemetry_idle_suspend(workload=notebook, reason="Suspended after idle; resume.")
+    tmpl = Template("{% load telemetry %}{% idle_notices %}")
+    request = RequestFactory().get("/")
+    request.user = cast.owner
+    assert "Suspended after idle" in tmpl.render(Context({"request": request}))
+    request.user = cast.outsider
+    assert "Suspended after idle" not in tmpl.render(Context({"request": request}))

@@ -1,0 +1,31 @@
+"""Template tags other pages use to show telemetry: ``{% load telemetry %}`` then
+``{% idle_notices %}`` (the signed-in user's open idle warnings and suspensions, with a Resume
+button) or ``{% workload_usage_charts workload %}`` (the per-workload GPU charts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from apps.telemetry import selectors
+from apps.workloads.models import Workload
+
+register = template.Library()
+
+
+@register.inclusion_tag("telemetry/_notices.html", takes_context=True)
+def idle_notices(context: dict[str, Any]) -> dict[str, Any]:
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"notices": []}
+    return {
+        "notices": list(selectors.open_notices_for(user)[:10]),
+        "csrf_token": context.get("csrf_token"),
+    }
+
+
+@register.inclusion_tag("telemetry/_workload_charts.html")
+def workload_usage_charts(workload: Workload) -> dict[str, Any]:
+    return {"workload": workload, "usage": selectors.usage_of(workload)}
