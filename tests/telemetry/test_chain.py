@@ -279,3 +279,19 @@ def test_shared_gpu_usage_is_split_per_pod_without_crossing_teams(
     data = chart.json()
     assert data["utilisation"] and max(v for v in data["utilisation"] if v is not None) >= 85
     assert browser.get(f"/usage/workloads/{idle.pk}/series.json").status_code == 404
+
+
+def test_node_health_reports_every_simulated_node_against_the_inventory(
+    cluster: Cluster, prometheus: PrometheusClient
+) -> None:
+    orchestration.cluster_inventory_sync(cluster=cluster)
+    reports = {r.hostname: r for r in services.node_health_refresh(client=prometheus)}
+    h100 = reports["h100-0"]
+    assert (h100.gpu_count, h100.expected_gpu_count) == (8, 8)
+    assert h100.verdict == "ok", h100.problems
+    assert h100.models_seen == "NVIDIA H100 80GB HBM3"
+    assert h100.memory_mib == 81559
+    assert h100.cluster_node is not None
+    # A MIG node reports its GPUs once each, whatever the instances.
+    mig = next(r for name, r in reports.items() if name.startswith("a100-mig"))
+    assert mig.gpu_count == mig.expected_gpu_count

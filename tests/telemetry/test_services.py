@@ -311,3 +311,36 @@ def test_idle_notices_tag_shows_the_users_own_notices_only(cast: Cast) -> None:
     assert "Suspended after idle" in tmpl.render(Context({"request": request}))
     request.user = cast.outsider
     assert "Suspended after idle" not in tmpl.render(Context({"request": request}))
+
+
+def test_ingest_task_does_nothing_when_telemetry_is_off(settings: Any) -> None:
+    from apps.telemetry import tasks
+    from apps.telemetry.models import IngestCursor
+
+    settings.TELEMETRY_ENABLED = False
+    tasks.ingest()
+    assert not IngestCursor.objects.exists()
+
+
+def test_ingest_task_records_an_unreachable_prometheus_and_keeps_the_window(
+    settings: Any,
+) -> None:
+    from apps.telemetry import tasks
+    from apps.telemetry.models import IngestCursor
+    from tests.plugins.redis_server import free_port
+
+    settings.TELEMETRY_ENABLED = True
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{free_port()}"
+    tasks.ingest()
+    cursor = IngestCursor.objects.get()
+    assert cursor.until is None
+    assert "Prometheus" in cursor.last_error
+
+
+def test_telemetry_tasks_are_on_the_beat_schedule() -> None:
+    from gpupaas.celery import app
+
+    app.loader.import_default_modules()
+    app.finalize()
+    tasks = {entry["task"] for entry in app.conf.beat_schedule.values()}
+    assert {"telemetry.ingest", "telemetry.node_health"} <= tasks
