@@ -46,6 +46,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 ANNOTATION_PROFILE = "kubesim.io/gpu-utilisation"
@@ -504,7 +505,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9400)
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=600.0,
+        help="seconds to wait for the kubeconfig file (kubesim writes it once it is up)",
+    )
     args = parser.parse_args(argv)
+    deadline = time.monotonic() + args.wait
+    while not Path(args.kubeconfig).exists():
+        if time.monotonic() > deadline:
+            print(f"dcgm-sim: {args.kubeconfig} did not appear", file=sys.stderr)
+            return 1
+        time.sleep(1)
     server = serve(Simulator(args.kubeconfig), args.host, args.port)
     print(f"dcgm-sim listening on http://{args.host}:{server.server_port}/metrics", flush=True)
     try:
