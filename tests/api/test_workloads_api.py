@@ -10,6 +10,7 @@ from django.utils import timezone
 from apps.orchestration.observability import LogsUnavailable
 from apps.workloads import core
 from apps.workloads.models import IdempotencyKey, Workload
+from apps.workloads.selectors import workloads_visible_to
 from tests.api.conftest import Client
 from tests.factories import MembershipFactory, TeamFactory, TeamQuotaFactory, WorkloadFactory
 from tests.plugins.cast import Cast
@@ -295,7 +296,7 @@ def test_list_query_count_does_not_grow_with_rows(
         workload_of(cast)
     client = api(cast.owner)
     client.get("/api/v1/workloads/")  # token last-use write happens once a minute
-    with django_assert_max_num_queries(3):
+    with django_assert_max_num_queries(4):  # token, count, page ids, rows
         assert len(client.get("/api/v1/workloads/").json()["results"]) == 30
 
 
@@ -456,3 +457,13 @@ def test_list_rows_equal_the_serializer(cast: Cast, api: Client) -> None:
     [row] = client.get("/api/v1/workloads/").json()["results"]
     assert row == client.get(f"/api/v1/workloads/{workload.pk}/").json()
     assert row["queued_at"].endswith("Z")
+
+
+def test_list_shows_exactly_what_the_selector_allows(cast: Cast, api: Client) -> None:
+    MembershipFactory(user=cast.lead, team=cast.other_team)
+    for team, owner in ((cast.team, cast.owner), (cast.other_team, cast.outsider)):
+        for _ in range(2):
+            workload_of(cast, team=team, owner=owner)
+    for user in (cast.owner, cast.lead, cast.outsider, cast.admin):
+        listed = {w["id"] for w in api(user).get("/api/v1/workloads/").json()["results"]}
+        assert listed == set(workloads_visible_to(user).values_list("id", flat=True)), user
