@@ -6,7 +6,7 @@ cd "$ROOT"
 
 bootstrap_python
 ensure_postgres
-apt_install redis-server chromium
+apt_install redis-server chromium prometheus
 ensure_node_deps
 
 log "ruff"

@@ -16,6 +16,7 @@ from apps.accounts.services import api_token_revoke, team_create, team_update, t
 from apps.audit.services import audit_record
 from apps.quotas.models import TeamQuota
 from gpupaas.http import client_ip
+from gpupaas.queue import enqueue_on_commit
 
 
 class MembershipInline(admin.TabularInline):
@@ -122,6 +123,8 @@ class TeamAdmin(admin.ModelAdmin):
                     warning = guarantee_warning_for_class(instance.gpu_class)
                     if warning:
                         messages.warning(request, warning)
+            if formset.has_changed():
+                enqueue_on_commit("orchestration.team_namespace_ensure", form.instance.pk)
 
 
 @admin.register(Membership)

@@ -11,6 +11,7 @@ from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image
 from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import guarantee_warning_for_class
 from gpupaas.http import client_ip
+from gpupaas.queue import enqueue_on_commit
 
 
 class AuditedAdmin(admin.ModelAdmin):
@@ -121,6 +122,14 @@ class ClusterAdmin(AuditedAdmin):
     list_display = ("name", "role", "connection", "kubeconfig_path", "enabled")
     list_filter = ("role", "connection", "enabled")
     search_fields = ("name",)
+
+    def save_model(
+        self, request: HttpRequest, obj: Any, form: forms.ModelForm, change: bool
+    ) -> None:
+        super().save_model(request, obj, form, change)
+        if obj.enabled:
+            # Every team's namespace on the (new or re-enabled) cluster, then its node inventory.
+            enqueue_on_commit("orchestration.cluster_setup", obj.pk)
 
 
 @admin.register(ClusterNode)

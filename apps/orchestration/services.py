@@ -7,6 +7,7 @@ workload, so a worker killed at any line leaves nothing orphaned after the next 
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 from collections import defaultdict
@@ -98,6 +99,17 @@ def _mig_layout(allocatable: Mapping[str, Any], gpu_count: int) -> list[str]:
     return layout
 
 
+def _gpu_uuids(annotations: Mapping[str, str]) -> list[str]:
+    """GPU UUIDs a node advertises (a JSON list, or a comma-separated list)."""
+    raw = str(annotations.get("kubesim.io/gpu-uuids") or "").strip()
+    if raw.startswith("["):
+        try:
+            return [str(u) for u in json.loads(raw)]
+        except ValueError:
+            return []
+    return [u.strip() for u in raw.split(",") if u.strip()]
+
+
 def _quantity_milli(value: Any) -> int:
     text = str(value or "0")
     if text.endswith("m"):
@@ -127,7 +139,7 @@ def cluster_inventory_sync(*, cluster: Cluster) -> int:
             mode = _sharing_mode(labels, allocatable)
             gpu_count = int(labels.get("nvidia.com/gpu.count") or 0)
             annotations = meta.get("annotations") or {}
-            uuids = [u for u in str(annotations.get("kubesim.io/gpu-uuids", "")).split(",") if u]
+            uuids = _gpu_uuids(annotations)
             ready = any(
                 c.get("type") == "Ready" and c.get("status") == "True"
                 for c in status.get("conditions") or []

@@ -11,6 +11,7 @@ from apps.catalog.models import GpuClass
 from apps.quotas import core
 from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import guarantee_warning_for_class
+from gpupaas.queue import enqueue_on_commit
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ def team_quota_set(
             },
         )
         warning = guarantee_warning_for_class(gpu_class)
+        # Kubernetes enforces the limit a second time: refresh the ResourceQuota.
+        enqueue_on_commit("orchestration.team_namespace_ensure", team.pk)
     return QuotaResult(quota=quota, warning=warning)
 
 
@@ -85,4 +88,6 @@ def team_quota_delete(
 ) -> None:
     with transaction.atomic():
         audit_record(actor=actor, action="quota.delete", obj=quota, source_ip=source_ip)
+        team_id = quota.team_id
         quota.delete()
+        enqueue_on_commit("orchestration.team_namespace_ensure", team_id)

@@ -23,8 +23,6 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import redirect, render
-from django.template import TemplateDoesNotExist
-from django.template.loader import get_template
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -63,7 +61,6 @@ from apps.workloads.services import (
 )
 from gpupaas.http import client_ip
 
-TELEMETRY_WORKLOAD_PARTIAL = "telemetry/_workload_charts.html"
 LOG_TAIL_LINES = 200
 
 
@@ -332,14 +329,6 @@ def template_delete(request: HttpRequest, template_id: int) -> HttpResponse:
 # --- one workload -----------------------------------------------------------------------------
 
 
-def _telemetry_partial() -> str | None:
-    try:
-        get_template(TELEMETRY_WORKLOAD_PARTIAL)
-    except TemplateDoesNotExist:
-        return None
-    return TELEMETRY_WORKLOAD_PARTIAL
-
-
 def duration_label(seconds: int | None) -> str:
     """3600 → "1 h", 5400 → "1 h 30 min", 600 → "10 min"."""
     if not seconds:
@@ -390,7 +379,6 @@ def _status_context(request: HttpRequest, workload: Workload) -> dict[str, Any]:
 def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
     workload = _workload(request, workload_id)
     context = _status_context(request, workload)
-    context["telemetry_partial"] = _telemetry_partial()
     return render(request, "workloads/detail.html", context)
 
 

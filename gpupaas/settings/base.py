@@ -159,7 +159,9 @@ SCHEDULING_MIN_RUNTIME_TRAINING_SECONDS = env_int(
 SCHEDULING_MIN_RUNTIME_DEVELOPMENT_SECONDS = env_int(
     "SCHEDULING_MIN_RUNTIME_DEVELOPMENT_SECONDS", 300, minimum=0
 )
-SCHEDULING_MIN_RUNTIME_BATCH_SECONDS = env_int("SCHEDULING_MIN_RUNTIME_BATCH_SECONDS", 120, minimum=0)
+SCHEDULING_MIN_RUNTIME_BATCH_SECONDS = env_int(
+    "SCHEDULING_MIN_RUNTIME_BATCH_SECONDS", 120, minimum=0
+)
 
 # --- OIDC ------------------------------------------------------------------------------------
 # On when a client id and an issuer are given. The endpoints are explicit (no discovery at

@@ -138,7 +138,9 @@ def test_inventory_sync_mirrors_gpu_nodes_and_capacity(cluster: Cluster) -> None
     assert node.gpu_class == mig
     # Every GPU of the node is partitioned the same way.
     assert node.mig_layout == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
-    assert len(ClusterNode.objects.get(name="h100-0").gpu_uuids) == 8
+    uuids = ClusterNode.objects.get(name="h100-0").gpu_uuids
+    assert len(uuids) == 8
+    assert all(u.startswith("GPU-") for u in uuids), uuids
     assert ClusterNode.objects.get(name="h100-0").ready
 
 

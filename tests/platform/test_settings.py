@@ -56,9 +56,8 @@ def test_secret_from_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 
 def _manage(settings: str, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG", "DATABASE_URL"}
-    }
+    unset = {"SECRET_KEY", "DEBUG", "DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    clean = {k: v for k, v in os.environ.items() if k not in unset}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,

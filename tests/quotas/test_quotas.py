@@ -137,4 +137,4 @@ def test_quota_usage_shows_on_dashboard(cast: Cast, settings: Any) -> None:
     client.force_login(cast.owner)
     page = client.get("/").content.decode()
     assert cast.gpu_class.name in page
-    assert "4000m" in page
+    assert "used within the guarantee of 4, 0 borrowed, limit 8" in page

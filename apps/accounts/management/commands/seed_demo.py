@@ -17,6 +17,7 @@ from apps.accounts.services import team_create
 from apps.catalog.models import Cluster, GpuClass, Image
 from apps.quotas.models import TeamQuota
 from apps.quotas.services import team_quota_set
+from gpupaas.queue import enqueue_on_commit
 
 TEAMS = [
     {
@@ -167,7 +168,7 @@ class Command(BaseCommand):
                     limit_milli=limit,
                 )
         if options["kubeconfig"]:
-            Cluster.objects.update_or_create(
+            cluster, _ = Cluster.objects.update_or_create(
                 name="local",
                 defaults={
                     "connection": Cluster.Connection.KUBECONFIG,
@@ -175,6 +176,7 @@ class Command(BaseCommand):
                     "role": Cluster.Role.HUB,
                 },
             )
+            enqueue_on_commit("orchestration.cluster_setup", cluster.pk)
         self.stdout.write(
             self.style.SUCCESS(
                 f"Demo data ready: {len(teams)} teams, {len(USERS)} users, "
