@@ -5,6 +5,7 @@ from django.urls import path
 from apps.accounts import api as accounts_api
 from apps.catalog import api as catalog_api
 from apps.quotas import api as quotas_api
+from apps.telemetry import api as telemetry_api
 from apps.workloads import api as workloads_api
 
 app_name = "api"
@@ -64,7 +65,9 @@ urlpatterns = [
         name="team-member-detail",
     ),
     path("teams/<slug:slug>/quotas/", quotas_api.TeamQuotaListView.as_view(), name="team-quotas"),
+    path("teams/<slug:slug>/usage/", telemetry_api.TeamUsageView.as_view(), name="team-usage"),
     path("quotas/", quotas_api.QuotaListView.as_view(), name="quotas"),
+    path("usage/", telemetry_api.MyUsageView.as_view(), name="usage"),
     # catalogue
     path("gpu-classes/", catalog_api.GpuClassListView.as_view(), name="gpu-classes"),
     path(

@@ -507,6 +507,40 @@ def quota(team: TeamOpt = None, as_json: JsonOpt = False) -> None:
     )
 
 
+@app.command()
+@handles_errors
+def usage(
+    team: TeamOpt = None,
+    month: Annotated[str | None, typer.Option(help="YYYY-MM; default: this month.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """GPU-hours allocated and used, and their cost: yours, or a team's with --team."""
+    path = f"/api/v1/teams/{team}/usage/" if team else "/api/v1/usage/"
+    with client() as api:
+        result = api.get(path, month=month)
+    if as_json:
+        output.emit_json(result)
+        return
+    typer.echo(f"{result['start']} to {result['end']} (exclusive)")
+    typer.echo(
+        output.table(
+            ["TEAM", "OWNER", "GPU CLASS", "ALLOCATED H", "USED H", "UTIL", "COST"],
+            [
+                [
+                    r["team"],
+                    r["owner"],
+                    r["gpu_class"],
+                    f"{r['allocated_gpu_hours']:.1f}",
+                    f"{r['used_gpu_hours']:.1f}",
+                    "-" if r["utilisation"] is None else f"{100 * r['utilisation']:.0f}%",
+                    r["cost"],
+                ]
+                for r in result["rows"]
+            ],
+        )
+    )
+
+
 @app.command("gpus")
 @handles_errors
 def gpu_classes(as_json: JsonOpt = False) -> None:

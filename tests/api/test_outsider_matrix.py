@@ -34,6 +34,7 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("post", "/api/v1/teams/{team}/members/", {"username": "outsider", "role": "lead"}),
     ("delete", "/api/v1/teams/{team}/members/owner/", None),
     ("get", "/api/v1/teams/{team}/quotas/", None),
+    ("get", "/api/v1/teams/{team}/usage/", None),
     ("get", "/api/v1/quotas/?team={team}", None),
     ("get", "/api/v1/tokens/{token}/", None),
     ("delete", "/api/v1/tokens/{token}/", None),
@@ -52,6 +53,7 @@ ALL_PATHS = [
     "/api/v1/gpu-classes/",
     "/api/v1/images/",
     "/api/v1/tokens/",
+    "/api/v1/usage/",
 ]
 
 

@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import date
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ import pytest
 from django.db import connection
 
 from apps.orchestration.observability import LogsUnavailable
+from apps.telemetry.models import UsageDay
 from apps.workloads import core
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_transition
@@ -293,3 +296,17 @@ def test_console_script_runs_as_a_subprocess(cast: Cast, cli_for: CliFor) -> Non
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["username"] == "owner"
+
+
+def test_usage_of_a_team_in_a_month(cast: Cast, cli_for: CliFor) -> None:
+    workload = workload_of(cast)
+    UsageDay.objects.create(
+        day=date(2025, 1, 3), workload=workload, team=cast.team, owner=cast.owner,
+        gpu_class=cast.gpu_class, allocated_gpu_seconds=7200, used_gpu_seconds=3600,
+        cost=Decimal("9"),
+    )  # fmt: skip
+    result = cli_for(cast.lead)("usage", "--team", "vision", "--month", "2025-01")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "2025-01-01 to 2025-02-01 (exclusive)"
+    assert lines[2].split() == ["Vision", "owner", "H100-80GB", "2.0", "1.0", "50%", "9.00"]
