@@ -93,8 +93,10 @@ class Conflict(exceptions.APIException):
 
 
 class TokenRateThrottle(SimpleRateThrottle):
-    """API_RATE_LIMIT per personal token; per user for portal sessions; per address for
-    anonymous callers (who get 401 anyway, but must not be able to hammer the token lookup).
+    """API_RATE_LIMIT per personal token; per user for portal sessions; per address for the
+    views open to anonymous callers (the OpenAPI document). DRF checks throttles after
+    authentication and permissions, so a request without valid credentials is answered 401
+    before it counts.
 
     Counters live in the ``api-throttle`` cache: per process by default, shared through Redis
     with API_RATE_LIMIT_STORE=redis.
