@@ -40,6 +40,9 @@ def test_schema_and_docs_are_served_without_signing_in(document: dict[str, Any])
     docs = APIClient().get("/api/docs/")
     assert docs.status_code == 200
     assert b"swagger" in docs.content.lower()
+    # The interactive docs load their assets from the portal itself, not from the internet.
+    assert b"/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in docs.content
+    assert b"https://" not in docs.content.split(b"<body")[0]
 
 
 def test_every_operation_has_a_summary_examples_and_the_error_shape(
