@@ -4,8 +4,7 @@ error shape, never fail with a 500."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,19 +29,9 @@ from tests.factories import (
     UserFactory,
     WorkloadFactory,
 )
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 40.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {check}")
-        time.sleep(0.3)
 
 
 @pytest.fixture

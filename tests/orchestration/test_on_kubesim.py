@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,19 +28,9 @@ from tests.factories import (
     WorkloadFactory,
 )
 from tests.plugins.redis_server import free_port
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 30.0, every: float = 0.3) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {check}")
-        time.sleep(every)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ policy and views. Nothing is mocked; windows are seconds instead of minutes."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -33,19 +33,9 @@ from tests.factories import (
     WorkloadFactory,
 )
 from tests.plugins.prometheus import prom_query
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.prometheus, pytest.mark.django_db]
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 40.0, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {check}")
-        time.sleep(every)
 
 
 @pytest.fixture
