@@ -343,10 +343,10 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
         if outcome in ("ensured", "deleted"):
             setattr(result, counter, getattr(result, counter) + 1)
 
-    # Orphans: objects with our label whose workload is not live (or no longer exists).
+    # Orphans: objects with our label whose workload is not live here (finished, gone, or
+    # admitted to another cluster since).
     live_ids = {
-        str(pk)
-        for pk in Workload.objects.filter(state__in=LIVE_STATES).values_list("pk", flat=True)
+        str(pk) for pk in on_cluster.filter(state__in=LIVE_STATES).values_list("pk", flat=True)
     }
     for version, kind, meta, owner in listed:
         if owner and owner not in live_ids and owner.isdigit():

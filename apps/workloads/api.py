@@ -51,6 +51,7 @@ from apps.workloads.serializers import (
 from apps.workloads.services import (
     workload_cancel,
     workload_clone,
+    workload_delete,
     workload_resume,
     workload_submit,
     workload_suspend,
@@ -140,11 +141,10 @@ def _visible_for_list(user: User) -> QuerySet[Workload]:
     allows pins it), phrased as ``team_id IN (my teams)`` instead of a join: PostgreSQL then
     walks the created_at index for a page instead of sorting every visible row, three times
     faster at 10,000 rows and more for deep pages."""
+    live = Workload.objects.filter(deleted_at__isnull=True)
     if user.is_staff:
-        return Workload.objects.all()
-    return Workload.objects.filter(
-        team_id__in=Membership.objects.filter(user=user).values("team_id")
-    )
+        return live
+    return live.filter(team_id__in=Membership.objects.filter(user=user).values("team_id"))
 
 
 class WorkloadListView(APIView):
@@ -380,6 +380,21 @@ class WorkloadDetailView(APIView):
     )
     def get(self, request: Request, workload_id: int) -> Response:
         return Response(WorkloadSerializer(_visible(request, workload_id)).data)
+
+    @extend_schema(
+        operation_id="workloads_destroy",
+        summary="Delete a workload",
+        description=(
+            "Owner, team lead or admin. A workload that still runs is cancelled first and its "
+            "Kubernetes objects are removed; it disappears from every list. Its GPU-hours stay "
+            "in the accounting and the audit trail."
+        ),
+        responses={204: None, **error_responses(403, 404)},
+    )
+    def delete(self, request: Request, workload_id: int) -> Response:
+        workload = _visible(request, workload_id)
+        workload_delete(actor=_actor(request), workload=workload, source_ip=client_ip(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 _ACTION_ERRORS = error_responses(403, 404, 409)

@@ -84,6 +84,8 @@ class Workload(models.Model):
         help_text="The objects created for this workload, as stored names (kind, namespace, name).",
     )
     last_reason = models.CharField(max_length=500, blank=True)
+    # Deleted by its owner: gone from every list and page, kept for accounting and audit.
+    deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Written by the scheduling cycle (apps/scheduling/services.py).
     borrowed = models.BooleanField(
         default=False,

@@ -16,7 +16,9 @@ from apps.workloads.models import RequestTemplate, Workload
 
 def workloads_visible_to(user: User) -> QuerySet[Workload]:
     """Workloads the user may see: their teams' (owner, teammates, leads); all for admins."""
-    qs = Workload.objects.select_related("owner", "team", "gpu_class", "image")
+    qs = Workload.objects.select_related("owner", "team", "gpu_class", "image").filter(
+        deleted_at__isnull=True
+    )
     if user.is_staff:
         return qs
     return qs.filter(team__memberships__user=user)
@@ -61,7 +63,9 @@ def team_workloads(
     owner: User | None = None,
     gpu_class: GpuClass | None = None,
 ) -> QuerySet[Workload]:
-    qs = Workload.objects.select_related("owner", "team", "gpu_class", "image").filter(team=team)
+    qs = Workload.objects.select_related("owner", "team", "gpu_class", "image").filter(
+        team=team, deleted_at__isnull=True
+    )
     if states is not None:
         qs = qs.filter(state__in=list(states))
     if kind:

@@ -301,3 +301,21 @@ def request_template_delete(
             actor=actor, action="request_template.delete", obj=template, source_ip=source_ip
         )
         template.delete()
+
+
+def workload_delete(*, actor: User, workload: Workload, source_ip: str | None = None) -> None:
+    """Remove a workload from every list: cancelled first if it still runs, its Kubernetes
+    objects deleted by the reconciler. The row stays for accounting (GPU-hours, chargeback)
+    and the audit trail."""
+    if not _may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may delete this workload.")
+    with transaction.atomic():
+        if not workload.is_terminal:
+            workload_cancel(
+                actor=actor, workload=workload, reason=f"Deleted by {actor.get_username()}."
+            )
+        Workload.objects.filter(pk=workload.pk, deleted_at__isnull=True).update(
+            deleted_at=timezone.now()
+        )
+        audit_record(actor=actor, action="workload.delete", obj=workload, source_ip=source_ip)
+        enqueue_on_commit("orchestration.workload_reconcile", workload.pk)

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.django_db
 # (method, path template, body) for every operation on an object that belongs to someone.
 OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("get", "/api/v1/workloads/{workload}/", None),
+    ("delete", "/api/v1/workloads/{workload}/", None),
     ("post", "/api/v1/workloads/{workload}/cancel/", {}),
     ("post", "/api/v1/workloads/{notebook}/suspend/", None),
     ("post", "/api/v1/workloads/{suspended}/resume/", None),

@@ -325,6 +325,21 @@ def test_owner_lead_and_admin_cancel(cast: Cast, api: Client, who: str) -> None:
     assert response.json()["last_reason"] == "wrong data"
 
 
+def test_delete_removes_the_workload_from_lists_and_teammates_may_not(
+    cast: Cast, api: Client
+) -> None:
+    workload = workload_of(cast, state=core.RUNNING)
+    denied = api(cast.teammate).delete(f"/api/v1/workloads/{workload.pk}/")
+    assert denied.status_code == 403
+    owner = api(cast.owner)
+    assert owner.delete(f"/api/v1/workloads/{workload.pk}/").status_code == 204
+    assert owner.get(f"/api/v1/workloads/{workload.pk}/").status_code == 404
+    assert workload.pk not in [w["id"] for w in owner.get("/api/v1/workloads/").json()["results"]]
+    workload.refresh_from_db()
+    assert workload.state == core.CANCELLED
+    assert workload.deleted_at is not None
+
+
 def test_cancelling_a_finished_workload_is_a_conflict(cast: Cast, api: Client) -> None:
     workload = workload_of(cast, state=core.SUCCEEDED)
     response = api(cast.owner).post(f"/api/v1/workloads/{workload.pk}/cancel/")

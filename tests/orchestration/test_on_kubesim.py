@@ -416,3 +416,24 @@ def test_logs_tail_and_follow_come_from_the_cluster(team: Team, cluster: Cluster
     assert followed[-1].endswith("exited with code 0")
     reasons = {e.reason for e in workload_events(workload=workload)}
     assert {"Scheduled", "SuccessfulCreate"} <= reasons
+
+
+def test_unreachable_cluster_recovers_without_duplicates(
+    team: Team, kubesim: Kubesim, kube_api_client: Any
+) -> None:
+    flaky = Cluster.objects.create(name="flaky", kubeconfig_path=_dead_kubeconfig(team))
+    workload = admitted(
+        team, cluster=flaky, params={"pod_annotations": {"kubesim.io/run-duration": "1h"}}
+    )
+    for _ in range(2):
+        with pytest.raises(ClusterUnreachable):
+            services.workload_reconcile(workload_id=workload.pk)
+    # The API server answers again (here: the cluster's address is fixed).
+    Cluster.objects.filter(pk=flaky.pk).update(kubeconfig_path=str(kubesim.kubeconfig))
+    forget_clients()
+    assert services.workload_reconcile(workload_id=workload.pk) == "ensured"
+    assert services.workload_reconcile(workload_id=workload.pk) == "ensured"
+    workload.refresh_from_db()
+    assert workload.state == wl.STARTING
+    assert workload.last_reason != services.UNREACHABLE_REASON
+    assert len(jobs_of(kube_api_client, team, workload)) == 1

@@ -203,3 +203,24 @@ def test_clone_resubmits_the_same_request(cast: Cast) -> None:
     assert copy.name == "train (copy)"
     with pytest.raises(PermissionDenied):
         workload_clone(actor=cast.outsider, workload=original)
+
+
+def test_delete_cancels_hides_and_keeps_the_row_for_accounting(cast: Cast) -> None:
+    from apps.workloads.selectors import workloads_visible_to
+    from apps.workloads.services import workload_delete
+
+    running = WorkloadFactory(
+        owner=cast.owner,
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        image=cast.image,
+        state=core.RUNNING,
+    )
+    with pytest.raises(PermissionDenied):
+        workload_delete(actor=cast.outsider, workload=running)
+    workload_delete(actor=cast.owner, workload=running)
+    row = Workload.objects.get(pk=running.pk)
+    assert row.state == core.CANCELLED
+    assert row.deleted_at is not None
+    assert running.pk not in {w.pk for w in workloads_visible_to(cast.owner)}
+    assert AuditEvent.objects.filter(action="workload.delete", object_id=str(running.pk)).exists()
