@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 import factory
 from factory.django import DjangoModelFactory
@@ -88,7 +87,3 @@ class WorkloadFactory(DjangoModelFactory):
     gpu_milli = 1000
     replicas = 1
     priority_class = Workload.Priority.TRAINING
-
-    @classmethod
-    def build_many(cls, n: int, **kwargs: Any) -> list[Workload]:
-        return [cls.build(**kwargs) for _ in range(n)]

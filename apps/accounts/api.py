@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiExample, extend_schema, inline_serializer
@@ -16,7 +15,13 @@ from rest_framework.views import APIView
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, Team, User
-from apps.accounts.selectors import memberships_of, teams_of, token_for_user, tokens_of
+from apps.accounts.selectors import (
+    memberships_of,
+    team_for_user,
+    teams_visible_to,
+    token_for_user,
+    tokens_of,
+)
 from apps.accounts.services import (
     api_token_create,
     api_token_revoke,
@@ -103,15 +108,6 @@ class MeView(APIView):
 
 
 # --- teams -----------------------------------------------------------------------------------
-
-
-def teams_visible_to(user: User) -> QuerySet[Team]:
-    return Team.objects.order_by("name") if user.is_staff else teams_of(user)
-
-
-def team_for_user(user: User, slug: str) -> Team:
-    """A team the user belongs to (any team for admins); ``Team.DoesNotExist`` (→ 404) else."""
-    return teams_visible_to(user).get(slug=slug)
 
 
 class TeamSerializer(serializers.ModelSerializer):

@@ -11,6 +11,16 @@ def teams_of(user: User) -> QuerySet[Team]:
     return Team.objects.filter(memberships__user=user).order_by("name")
 
 
+def teams_visible_to(user: User) -> QuerySet[Team]:
+    """The teams a user may see: their own; every team for platform admins."""
+    return Team.objects.order_by("name") if user.is_staff else teams_of(user)
+
+
+def team_for_user(user: User, slug: str) -> Team:
+    """A team the user belongs to (any team for admins); ``Team.DoesNotExist`` (→ 404) else."""
+    return teams_visible_to(user).get(slug=slug)
+
+
 def memberships_of(user: User) -> QuerySet[Membership]:
     return Membership.objects.filter(user=user).select_related("team").order_by("team__name")
 

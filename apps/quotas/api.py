@@ -8,8 +8,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.api import team_for_user, teams_visible_to
 from apps.accounts.models import User
+from apps.accounts.selectors import team_for_user, teams_visible_to
 from apps.quotas.selectors import QuotaUsage, quota_usage_for_teams
 from gpupaas.api import error_responses
 

@@ -12,8 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.api import team_for_user
 from apps.accounts.models import User
+from apps.accounts.selectors import team_for_user
 from apps.telemetry import selectors
 from gpupaas.api import error_responses
 

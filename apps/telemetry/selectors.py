@@ -23,12 +23,6 @@ from apps.workloads.models import Workload
 from apps.workloads.selectors import workloads_visible_to
 
 
-def teams_visible_to(user: User) -> QuerySet[Team]:
-    if user.is_staff:
-        return Team.objects.all()
-    return Team.objects.filter(memberships__user=user).distinct()
-
-
 def month_bounds(month: str | None, today: date | None = None) -> tuple[date, date]:
     """[first day, first day of next month) of ``YYYY-MM`` (default: this month)."""
     today = today or timezone.now().date()

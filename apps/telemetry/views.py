@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import Team, User
+from apps.accounts.selectors import teams_visible_to
 from apps.telemetry import selectors
 from apps.telemetry.prom import PrometheusUnavailable, default_client
 from apps.workloads.models import Workload
@@ -52,7 +53,7 @@ def usage_home(request: HttpRequest) -> HttpResponse:
                 start,
                 end,
             ),
-            "teams": selectors.teams_visible_to(user),
+            "teams": teams_visible_to(user),
             "days": USAGE_DAYS,
         },
     )
@@ -61,7 +62,7 @@ def usage_home(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def team_usage(request: HttpRequest, slug: str) -> HttpResponse:
-    team = get_object_or_404(selectors.teams_visible_to(_user(request)), slug=slug)
+    team = get_object_or_404(teams_visible_to(_user(request)), slug=slug)
     start, end = _window()
     rows = selectors.team_rows(team)
     return render(
@@ -175,7 +176,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
         start, end = selectors.month_bounds(month)
     except ValueError:
         raise Http404("Give the month as YYYY-MM.") from None
-    teams = selectors.teams_visible_to(user)
+    teams = teams_visible_to(user)
     team_slug = request.GET.get("team")
     if team_slug:
         teams = teams.filter(slug=team_slug)
@@ -210,7 +211,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "month": label,
             "total": total,
-            "teams": selectors.teams_visible_to(user),
+            "teams": teams_visible_to(user),
             "team_slug": team_slug or "",
         },
     )

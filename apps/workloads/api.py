@@ -28,14 +28,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.models import Membership, Team, User
+from apps.accounts.models import Team, User
 from apps.accounts.selectors import teams_of
 from apps.catalog.models import GpuClass, Image
 from apps.orchestration.kube import ClusterUnreachable
 from apps.orchestration.observability import LogsUnavailable, workload_events, workload_logs
 from apps.workloads import idempotency as idem
 from apps.workloads.models import Workload
-from apps.workloads.selectors import workload_for_user
+from apps.workloads.selectors import workload_for_user, workloads_visible_to
 from apps.workloads.serializers import (
     ROW_VALUES,
     CancelSerializer,
@@ -136,17 +136,6 @@ def _conflict_on_state(exc: DjangoValidationError) -> Conflict:
 # --- list and submit -------------------------------------------------------------------------
 
 
-def _visible_for_list(user: User) -> QuerySet[Workload]:
-    """The rows of ``workloads_visible_to(user)`` (test_list_shows_exactly_what_the_selector_
-    allows pins it), phrased as ``team_id IN (my teams)`` instead of a join: PostgreSQL then
-    walks the created_at index for a page instead of sorting every visible row, three times
-    faster at 10,000 rows and more for deep pages."""
-    live = Workload.objects.filter(deleted_at__isnull=True)
-    if user.is_staff:
-        return live
-    return live.filter(team_id__in=Membership.objects.filter(user=user).values("team_id"))
-
-
 class WorkloadListView(APIView):
     pagination_class = PagePagination
 
@@ -154,7 +143,7 @@ class WorkloadListView(APIView):
         query = WorkloadListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         f: dict[str, Any] = query.validated_data
-        qs = _visible_for_list(_actor(request))
+        qs = workloads_visible_to(_actor(request))
         if "state" in f:
             qs = qs.filter(state__in=f["state"])
         if "kind" in f:

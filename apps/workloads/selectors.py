@@ -15,13 +15,17 @@ from apps.workloads.models import RequestTemplate, Workload
 
 
 def workloads_visible_to(user: User) -> QuerySet[Workload]:
-    """Workloads the user may see: their teams' (owner, teammates, leads); all for admins."""
+    """Workloads the user may see: their teams' (owner, teammates, leads); all for admins.
+
+    Phrased as ``team_id IN (my teams)`` rather than a join through memberships, so that
+    PostgreSQL walks the created_at index for a page instead of sorting every visible row.
+    """
     qs = Workload.objects.select_related("owner", "team", "gpu_class", "image").filter(
         deleted_at__isnull=True
     )
     if user.is_staff:
         return qs
-    return qs.filter(team__memberships__user=user)
+    return qs.filter(team_id__in=Membership.objects.filter(user=user).values("team_id"))
 
 
 def workload_for_user(user: User, workload_id: int) -> Workload:
