@@ -134,6 +134,15 @@ class PagePagination(PageNumberPagination):
         self.page_size = settings.API_PAGE_SIZE
         self.max_page_size = settings.API_MAX_PAGE_SIZE
 
+    def requested_slice(self, request: Request) -> tuple[int, int] | None:
+        """(offset, limit) of the page asked for, when it is given as a plain number (or not
+        at all); None for anything the paginator must resolve itself ("last", nonsense)."""
+        raw = request.query_params.get(self.page_query_param) or "1"
+        if not raw.isdigit() or int(raw) < 1:
+            return None
+        size = self.get_page_size(request) or settings.API_PAGE_SIZE
+        return (int(raw) - 1) * size, size
+
 
 # --- OpenAPI ---------------------------------------------------------------------------------
 

@@ -12,7 +12,6 @@ from itertools import chain
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -23,7 +22,7 @@ from drf_spectacular.utils import (
 )
 from kubernetes.client.exceptions import ApiException
 from rest_framework import exceptions, serializers, status
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -35,7 +34,7 @@ from apps.orchestration.kube import ClusterUnreachable
 from apps.orchestration.observability import LogsUnavailable, workload_events, workload_logs
 from apps.workloads import idempotency as idem
 from apps.workloads.models import Workload
-from apps.workloads.selectors import workload_for_user, workloads_visible_to
+from apps.workloads.selectors import WorkloadFilters, WorkloadListing, workload_for_user
 from apps.workloads.serializers import (
     ROW_VALUES,
     CancelSerializer,
@@ -58,6 +57,7 @@ from apps.workloads.services import (
 )
 from gpupaas.api import Conflict, PagePagination, error_responses
 from gpupaas.http import client_ip
+from gpupaas.renderers import FastJSONRenderer
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key",
@@ -139,32 +139,6 @@ def _conflict_on_state(exc: DjangoValidationError) -> Conflict:
 class WorkloadListView(APIView):
     pagination_class = PagePagination
 
-    def _filtered(self, request: Request) -> QuerySet[Workload]:
-        query = WorkloadListQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        f: dict[str, Any] = query.validated_data
-        qs = workloads_visible_to(_actor(request))
-        if "state" in f:
-            qs = qs.filter(state__in=f["state"])
-        if "kind" in f:
-            qs = qs.filter(kind__in=f["kind"])
-        if "team" in f:
-            qs = qs.filter(team__slug=f["team"])
-        if "owner" in f:
-            owner = f["owner"]
-            qs = (
-                qs.filter(owner=_actor(request))
-                if owner == "me"
-                else qs.filter(owner__username=owner)
-            )
-        if "gpu_class" in f:
-            qs = qs.filter(gpu_class__name=f["gpu_class"])
-        if "priority_class" in f:
-            qs = qs.filter(priority_class=f["priority_class"])
-        if "search" in f:
-            qs = qs.filter(name__icontains=f["search"])
-        return qs.order_by("-created_at", "-id")
-
     @extend_schema(
         operation_id="workloads_list",
         summary="List workloads",
@@ -192,19 +166,23 @@ class WorkloadListView(APIView):
         ],
     )
     def get(self, request: Request) -> Response:
+        filters = WorkloadFilters()
+        if request.query_params.keys() - {"page", "page_size"}:  # (most calls only page)
+            query = WorkloadListQuerySerializer(data=request.query_params)
+            query.is_valid(raise_exception=True)
+            filters = query.filters()
+        listing = WorkloadListing(_actor(request), filters, ROW_VALUES)
         paginator = self.pagination_class()
-        # Two steps: the page's ids (an index walk, no joins), then those rows with the names
-        # of their team, owner, class and image. One query with the joins would make
-        # PostgreSQL join and sort every visible row to find one page.
-        id_rows = self._filtered(request).values("id")
-        ids: list[Any] | None = paginator.paginate_queryset(id_rows, request, view=self)
-        assert ids is not None  # the paginator always pages
-        rows = (
-            Workload.objects.filter(id__in=[row["id"] for row in ids])
-            .order_by("-created_at", "-id")
-            .values(*ROW_VALUES)
+        expected = paginator.requested_slice(request)
+        if expected is not None:
+            listing.expect(offset=expected[0], limit=expected[1])
+        values: list[dict[str, Any]] | None = paginator.paginate_queryset(
+            listing,  # type: ignore[arg-type]  # sized and sliceable, as the paginator needs
+            request,
+            view=self,
         )
-        return paginator.get_paginated_response(workload_rows(list(rows)))
+        assert values is not None  # the paginator always pages
+        return paginator.get_paginated_response(workload_rows(values))
 
     @extend_schema(
         operation_id="workloads_create",
@@ -529,7 +507,7 @@ class LogsQuerySerializer(serializers.Serializer):
 
 
 class WorkloadLogsView(APIView):
-    renderer_classes = [JSONRenderer, PlainTextRenderer]
+    renderer_classes = [FastJSONRenderer, PlainTextRenderer]
 
     @extend_schema(
         operation_id="workloads_logs",

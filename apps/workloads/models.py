@@ -105,6 +105,18 @@ class Workload(models.Model):
             models.Index(fields=["kind"], name="workload_kind_idx"),
             models.Index(fields=["priority_class"], name="workload_priority_idx"),
             models.Index(fields=["-created_at"], name="workload_created_idx"),
+            # The API's list: a page of a team's live workloads, newest first, read from the
+            # index alone (the count and the page's ids need no table rows).
+            models.Index(
+                fields=["team", "-created_at", "-id"],
+                condition=models.Q(deleted_at__isnull=True),
+                name="workload_live_team_idx",
+            ),
+            models.Index(
+                fields=["-created_at", "-id"],
+                condition=models.Q(deleted_at__isnull=True),
+                name="workload_live_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=models.Q(gpu_milli__gte=1), name="workload_milli_pos"),

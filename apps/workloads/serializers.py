@@ -6,19 +6,18 @@ from __future__ import annotations
 from datetime import datetime, tzinfo
 from typing import Any
 
+from django.db import models
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from apps.workloads import core
 from apps.workloads.models import Workload, WorkloadEvent
+from apps.workloads.selectors import WorkloadFilters
 
 SUBMITTABLE_KINDS = (core.KIND_NOTEBOOK, core.KIND_TRAINING, core.KIND_SWEEP)
 MAX_REPLICAS = 256
 MAX_LIST_ITEMS = 200
 MAX_GRID_POINTS = 1000
-_MODEL_FIELDS = {f.name for f in Workload._meta.get_fields()}
-_DATETIMES = {"created_at", "queued_at", "admitted_at", "started_at", "finished_at", "updated_at"}
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
@@ -27,8 +26,12 @@ class WorkloadSerializer(serializers.ModelSerializer):
     gpu_class = serializers.CharField(source="gpu_class.name", read_only=True)
     image = serializers.CharField(source="image.name", read_only=True)
     total_milli = serializers.IntegerField(read_only=True)
-    queue_position = serializers.SerializerMethodField()
-    estimated_start_at = serializers.SerializerMethodField()
+    queue_position = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="Place in the team's queue while waiting."
+    )
+    estimated_start_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="When the scheduler expects to start it."
+    )
 
     class Meta:
         model = Workload
@@ -64,34 +67,26 @@ class WorkloadSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    # The scheduler records these when it keeps a workload waiting; absent before it runs.
-    @extend_schema_field(serializers.IntegerField(allow_null=True))
-    def get_queue_position(self, workload: Workload) -> int | None:
-        value = getattr(workload, "queue_position", None)
-        return value if isinstance(value, int) else None
 
-    @extend_schema_field(serializers.DateTimeField(allow_null=True))
-    def get_estimated_start_at(self, workload: Workload) -> str | None:
-        value = getattr(workload, "estimated_start_at", None)
-        return value.isoformat() if isinstance(value, datetime) else None
-
-
-# The list is the hot read of the API (CLI polling, dashboards): its rows are built from one
-# ``values()`` query instead of model instances and serializer fields, which is several times
-# cheaper per row. ``test_list_rows_equal_the_serializer`` keeps both shapes identical.
-_ROW_COLUMNS = {
+# The list is the hot read of the API (CLI polling, dashboards): its rows come as plain values
+# (``ROW_VALUES``, in ``values()`` notation) from one query and are shaped here, which is
+# several times cheaper per row than model instances and serializer fields.
+# ``test_list_rows_equal_the_serializer`` keeps both shapes identical.
+_RELATED = {
     "team": "team__slug",
     "owner": "owner__username",
     "gpu_class": "gpu_class__name",
     "image": "image__name",
 }
-_PLAIN = [
-    f
+_DATETIMES = {f.name for f in Workload._meta.fields if isinstance(f, models.DateTimeField)}
+_COMPUTED = {"total_milli"}
+ROW_VALUES = tuple(_RELATED.get(f, f) for f in WorkloadSerializer.Meta.fields if f not in _COMPUTED)
+# (output name, value key, is a date-time) per field, in the serializer's order; the key is
+# None for total_milli, the one computed field.
+_ROW_PLAN = [
+    (f, None if f in _COMPUTED else _RELATED.get(f, f), f in _DATETIMES)
     for f in WorkloadSerializer.Meta.fields
-    if f not in _ROW_COLUMNS and f not in ("total_milli", "queue_position", "estimated_start_at")
 ]
-_OPTIONAL = [f for f in ("queue_position", "estimated_start_at") if f in _MODEL_FIELDS]
-ROW_VALUES = [*_PLAIN, *_ROW_COLUMNS.values(), *_OPTIONAL]
 
 
 def _iso(value: datetime | None, tz: tzinfo) -> str | None:
@@ -103,24 +98,22 @@ def _iso(value: datetime | None, tz: tzinfo) -> str | None:
 
 
 def workload_rows(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """List rows from ``queryset.values(*ROW_VALUES)``, shaped like :class:`WorkloadSerializer`."""
+    """List rows from values keyed by ``ROW_VALUES``, shaped like :class:`WorkloadSerializer`."""
     tz = timezone.get_current_timezone()
     rows = []
     for v in values:
-        row: dict[str, Any] = {}
-        for name in WorkloadSerializer.Meta.fields:
-            if name in _ROW_COLUMNS:
-                row[name] = v[_ROW_COLUMNS[name]]
-            elif name == "total_milli":
-                row[name] = v["gpu_milli"] * v["replicas"]
-            elif name in ("queue_position", "estimated_start_at"):
-                value = v.get(name)
-                row[name] = _iso(value, tz) if isinstance(value, datetime) else value
-            elif name in _DATETIMES:
-                row[name] = _iso(v[name], tz)
-            else:
-                row[name] = v[name]
-        rows.append(row)
+        rows.append(
+            {
+                name: (
+                    v["gpu_milli"] * v["replicas"]
+                    if key is None
+                    else _iso(v[key], tz)
+                    if is_datetime
+                    else v[key]
+                )
+                for name, key, is_datetime in _ROW_PLAN
+            }
+        )
     return rows
 
 
@@ -232,6 +225,18 @@ class WorkloadListQuerySerializer(serializers.Serializer):
 
     def validate_kind(self, value: str) -> list[str]:
         return self._choices(value, list(Workload.Kind.values), "kind")
+
+    def filters(self) -> WorkloadFilters:
+        f: dict[str, Any] = self.validated_data
+        return WorkloadFilters(
+            states=tuple(f.get("state", ())),
+            kinds=tuple(f.get("kind", ())),
+            team=f.get("team"),
+            owner=f.get("owner"),
+            gpu_class=f.get("gpu_class"),
+            priority_class=f.get("priority_class"),
+            search=f.get("search"),
+        )
 
 
 class CancelSerializer(serializers.Serializer):

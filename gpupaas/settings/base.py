@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -85,17 +86,35 @@ TEMPLATES = [
 # --- database --------------------------------------------------------------------------------
 # SQLite only as the zero-setup default of the run command; PostgreSQL everywhere else.
 DATABASE_URL = env_optional_str("DATABASE_URL")
-if DATABASE_URL:
+# PostgreSQL: parameters bound by the server, and statements a connection runs over and over
+# (the token lookup, the list's page) prepared after a few runs, so that PostgreSQL parses and
+# plans them once per connection. Turn off behind a pooler in transaction mode that cannot
+# keep prepared statements (PgBouncer before 1.21).
+DATABASE_SERVER_SIDE_BINDING = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
+POSTGRESQL_ENGINE = "gpupaas.db.postgresql"
+
+
+def database_from_url(url: str, *, conn_max_age: int) -> dict[str, Any]:
+    """Django's database settings for a database URL, with this project's PostgreSQL options."""
     try:
-        DATABASES = {
-            "default": dj_database_url.parse(
-                DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
-            )
-        }
+        database: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=conn_max_age))
     except (ValueError, KeyError) as exc:
         raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from exc
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if database["ENGINE"] == "django.db.backends.postgresql":
+        # Django's backend, with a health check that needs no round trip (gpupaas/db).
+        database["ENGINE"] = POSTGRESQL_ENGINE
+        database["CONN_HEALTH_CHECKS"] = True
+        if DATABASE_SERVER_SIDE_BINDING:
+            database.setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
+    return database
+
+
+if DATABASE_URL:
+    DATABASES = {
+        "default": database_from_url(
+            DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+        )
+    }
 else:
     DATABASES = {
         "default": {
@@ -279,8 +298,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_THROTTLE_CLASSES": ["gpupaas.api.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"api": API_RATE_LIMIT},
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["gpupaas.renderers.FastJSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["gpupaas.renderers.FastJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "gpupaas.api.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

@@ -15,7 +15,7 @@ if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
     raise ImproperlyConfigured("SECRET_KEY must be at least 50 characters of random text.")
 if env_bool("DEBUG", False):
     raise ImproperlyConfigured("DEBUG cannot be turned on with production settings.")
-if base.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+if base.DATABASES["default"]["ENGINE"] != base.POSTGRESQL_ENGINE:
     raise ImproperlyConfigured("Production needs PostgreSQL: set DATABASE_URL=postgres://…")
 
 DEV_LOGIN_ENABLED = False

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dj_database_url
-
 from gpupaas.settings import base
 from gpupaas.settings.env import env_str, inherit
 
@@ -11,8 +9,8 @@ inherit(base, globals())
 
 SECRET_KEY = "test-only-key"  # noqa: S105
 DEBUG = False
-DATABASES = {  # tests always use PostgreSQL
-    "default": dj_database_url.parse(
+DATABASES = {  # tests always use PostgreSQL, with the options production has
+    "default": base.database_from_url(
         env_str("DATABASE_URL", "postgres://gpupaas:gpupaas@127.0.0.1:5432/gpupaas"),
         conn_max_age=0,
     )

@@ -124,3 +124,25 @@ def test_partial_oidc_configuration_fails_loudly() -> None:
     )
     assert result.returncode != 0
     assert "OIDC_OP_TOKEN_ENDPOINT" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, "True 5"), ("false", "None None")],
+    ids=["default", "turned off"],
+)
+def test_postgresql_binds_on_the_server_and_prepares_unless_turned_off(
+    value: str | None, expected: str
+) -> None:
+    extra = {"DATABASE_SERVER_SIDE_BINDING": value} if value is not None else {}
+    result = _manage(
+        "gpupaas.settings.dev",
+        "shell",
+        "-c",
+        "from django.conf import settings; o = settings.DATABASES['default']['OPTIONS']; "
+        "print(o.get('server_side_binding'), o.get('prepare_threshold'))",
+        DATABASE_URL="postgres://u:p@127.0.0.1/db",
+        **extra,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == expected

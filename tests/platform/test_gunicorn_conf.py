@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+
+from gpupaas import gunicorn_conf
+
+
+def test_workers_heartbeat_in_memory_and_one_worker_per_cpu() -> None:
+    conf = importlib.reload(gunicorn_conf)
+    assert conf.worker_tmp_dir == "/dev/shm"  # noqa: S108
+    assert conf.workers == len(os.sched_getaffinity(0))
+    assert conf.worker_class == "sync"
+
+
+def test_a_worker_freezes_what_the_application_loaded() -> None:
+    before = gc.get_freeze_count()
+    try:
+        gunicorn_conf.post_worker_init(worker=None)
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()
