@@ -14,10 +14,13 @@ def test_workers_heartbeat_in_memory_and_one_worker_per_cpu() -> None:
     assert conf.worker_class == "sync"
 
 
-def test_a_worker_freezes_what_the_application_loaded() -> None:
+def test_a_worker_freezes_what_the_application_loaded_and_collects_less_often() -> None:
     before = gc.get_freeze_count()
+    threshold = gc.get_threshold()
     try:
         gunicorn_conf.post_worker_init(worker=None)
         assert gc.get_freeze_count() > before
+        assert gc.get_threshold() == (10_000, threshold[1], threshold[2])
     finally:
         gc.unfreeze()
+        gc.set_threshold(*threshold)
