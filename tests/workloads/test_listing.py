@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.utils import timezone
 
 from apps.accounts.models import User
@@ -257,3 +257,19 @@ def test_token_lookup_brings_the_users_team_ids(mixed: Cast) -> None:
     assert token.scopes == ["read"]
     assert team_ids_of(token.user) == sorted([mixed.team.pk, mixed.other_team.pk])
     assert team_ids_of(mixed.lead) == team_ids_of(token.user)  # read from the database
+
+
+def test_other_databases_take_the_orm_path_with_the_same_answers(
+    mixed: Cast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite (the zero-setup run command) pages and authenticates through the ORM."""
+    _, plaintext = api_token_create(actor=mixed.owner, name="cli", scopes=["read"], expires_at=None)
+    expected = reference(mixed.owner, WorkloadFilters(kinds=(core.KIND_TRAINING,)))
+    monkeypatch.setattr(connections["default"], "vendor", "sqlite")
+    token = active_token_by_plaintext(plaintext)
+    assert token is not None and token.user == mixed.owner
+    assert not hasattr(token.user, "_team_ids")
+    listing = WorkloadListing(token.user, WorkloadFilters(kinds=(core.KIND_TRAINING,)), ROW_VALUES)
+    listing.expect(offset=1, limit=2)
+    assert listing.count() == len(expected)
+    assert listing[1:3] == expected[1:3]
