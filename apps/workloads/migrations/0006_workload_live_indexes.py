@@ -3,8 +3,12 @@
 from django.conf import settings
 from django.db import migrations, models
 
+from gpupaas.db.migrations import AddIndexOnline
+
 
 class Migration(migrations.Migration):
+    # The indexes build concurrently on PostgreSQL, which cannot happen in a transaction.
+    atomic = False
 
     dependencies = [
         ('accounts', '0001_initial'),
@@ -14,11 +18,11 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddIndex(
+        AddIndexOnline(
             model_name='workload',
             index=models.Index(condition=models.Q(('deleted_at__isnull', True)), fields=['team', '-created_at', '-id'], name='workload_live_team_idx'),
         ),
-        migrations.AddIndex(
+        AddIndexOnline(
             model_name='workload',
             index=models.Index(condition=models.Q(('deleted_at__isnull', True)), fields=['-created_at', '-id'], name='workload_live_idx'),
         ),
