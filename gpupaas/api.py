@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import caches
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -17,11 +16,12 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from apps.accounts.models import ApiToken
 from gpupaas.http import client_ip
+from gpupaas.ratelimit import rate_limiter
 
 
 def _flatten(detail: Any) -> dict[str, list[str]]:
@@ -92,34 +92,33 @@ class Conflict(exceptions.APIException):
 # --- rate limiting ---------------------------------------------------------------------------
 
 
-class TokenRateThrottle(SimpleRateThrottle):
+class TokenRateThrottle(BaseThrottle):
     """API_RATE_LIMIT per personal token; per user for portal sessions; per address for the
     views open to anonymous callers (the OpenAPI document). DRF checks throttles after
     authentication and permissions, so a request without valid credentials is answered 401
-    before it counts.
-
-    Counters live in the ``api-throttle`` cache: per process by default, shared through Redis
-    with API_RATE_LIMIT_STORE=redis.
-    """
-
-    scope = "api"
+    before it counts. The counting is :mod:`gpupaas.ratelimit`'s: atomic, and shared by all
+    web processes with API_RATE_LIMIT_STORE=redis."""
 
     def __init__(self) -> None:
-        self.cache = caches["api-throttle"]
-        super().__init__()
+        self._retry_after: int | None = None
 
-    def get_rate(self) -> str:
-        # Read at request time, so a test (or an operator's override) takes effect at once.
-        return str(settings.API_RATE_LIMIT)
+    def allow_request(self, request: Request, view: Any) -> bool:
+        # The rate is read at request time, so a test (or an operator's override) takes
+        # effect at once.
+        decision = rate_limiter().hit(str(settings.API_RATE_LIMIT), self._ident(request))
+        self._retry_after = decision.retry_after or None
+        return decision.allowed
 
-    def get_cache_key(self, request: Request, view: Any) -> str:
+    def wait(self) -> float | None:
+        return self._retry_after
+
+    @staticmethod
+    def _ident(request: Request) -> str:
         if isinstance(request.auth, ApiToken):
-            ident = f"token:{request.auth.pk}"
-        elif request.user and request.user.is_authenticated:
-            ident = f"user:{request.user.pk}"
-        else:
-            ident = f"ip:{client_ip(request) or 'unknown'}"
-        return f"throttle:{self.scope}:{ident}"
+            return f"token:{request.auth.pk}"
+        if request.user and request.user.is_authenticated:
+            return f"user:{request.user.pk}"
+        return f"ip:{client_ip(request) or 'unknown'}"
 
 
 # --- pagination ------------------------------------------------------------------------------

@@ -261,8 +261,8 @@ if not re.fullmatch(r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)", API_RATE_LIMIT):
     raise ImproperlyConfigured(
         f"API_RATE_LIMIT={API_RATE_LIMIT!r} is not a rate such as 600/min or 20/sec."
     )
-# Where the rate-limit counters live: "local" (per process) or "redis" (shared by every
-# web process, at REDIS_URL).
+# Where the rate-limit counters live: "local" (per process: development and tests) or
+# "redis" (shared by every web process, at REDIS_URL; production's default).
 API_RATE_LIMIT_STORE = env_str("API_RATE_LIMIT_STORE", "local")
 if API_RATE_LIMIT_STORE not in ("local", "redis"):
     raise ImproperlyConfigured(
@@ -275,17 +275,7 @@ API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 200, minimum=1)
 # How long a retried POST with the same Idempotency-Key returns the first result.
 API_IDEMPOTENCY_TTL_SECONDS = env_int("API_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, minimum=60)
 
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "api-throttle": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
-        if API_RATE_LIMIT_STORE == "redis"
-        else {
-            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-            "LOCATION": "api-throttle",
-        }
-    ),
-}
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

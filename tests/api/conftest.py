@@ -3,20 +3,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from django.core.cache import caches
 from rest_framework.test import APIClient
 
 from apps.accounts.models import User
 from apps.accounts.services import api_token_create
+from gpupaas.ratelimit import rate_limiter
 
 Client = Callable[..., APIClient]
 
 
 @pytest.fixture(autouse=True)
 def _fresh_rate_limits() -> Iterator[None]:
-    caches["api-throttle"].clear()
+    rate_limiter().reset()
     yield
-    caches["api-throttle"].clear()
+    rate_limiter().reset()
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from click.testing import Result
-from django.core.cache import caches
 from typer.testing import CliRunner
 
 from apps.accounts.models import User
 from apps.accounts.services import api_token_create
 from gpupaas.cli.main import app
+from gpupaas.ratelimit import rate_limiter
 
 
 @dataclass
@@ -40,7 +40,7 @@ def token_for(user: User, scopes: tuple[str, ...] = ("write",)) -> str:
 
 @pytest.fixture
 def cli_for(live_server: Any, tmp_path: Path, transactional_db: None) -> Callable[..., Cli]:
-    caches["api-throttle"].clear()
+    rate_limiter().reset()
 
     def make(user: User | None = None, scopes: tuple[str, ...] = ("write",)) -> Cli:
         cli = Cli(url=live_server.url, config=tmp_path / "config.json")

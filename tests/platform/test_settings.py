@@ -146,3 +146,16 @@ def test_postgresql_binds_on_the_server_and_prepares_unless_turned_off(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == expected
+
+
+def test_production_shares_rate_limits_through_redis_by_default() -> None:
+    result = _manage(
+        "gpupaas.settings.production",
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.API_RATE_LIMIT_STORE)",
+        SECRET_KEY=GOOD_KEY,
+        DATABASE_URL="postgres://u:p@127.0.0.1/db",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "redis"

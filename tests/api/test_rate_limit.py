@@ -1,0 +1,64 @@
+"""The rate limiter itself: the settings' rate form, the local and the Redis store, the last
+slot taken once under concurrency, and requests let through when the store is down."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import pytest
+from limits import RateLimitItemPerHour, RateLimitItemPerMinute, RateLimitItemPerSecond
+
+from gpupaas.ratelimit import RateLimiter, parse_rate
+
+
+@pytest.mark.parametrize(
+    ("text", "item"),
+    [
+        ("600/min", RateLimitItemPerMinute(600)),
+        ("20/sec", RateLimitItemPerSecond(20)),
+        ("5/s", RateLimitItemPerSecond(5)),
+        ("1000/hour", RateLimitItemPerHour(1000)),
+    ],
+)
+def test_rates_in_the_settings_form_parse(text: str, item: Any) -> None:
+    assert parse_rate(text) == item
+
+
+@pytest.mark.parametrize("text", ["600", "0/min", "10/fortnight", "ten/min", "10 / min"])
+def test_other_rate_text_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a rate"):
+        parse_rate(text)
+
+
+def test_local_store_allows_the_rate_then_says_how_long_to_wait() -> None:
+    limiter = RateLimiter("memory://")
+    key = uuid.uuid4().hex
+    decisions = [limiter.hit("3/min", key) for _ in range(4)]
+    assert [d.allowed for d in decisions] == [True, True, True, False]
+    assert 1 <= decisions[-1].retry_after <= 60
+    assert limiter.hit("3/min", "another key").allowed
+
+
+def _hits(redis_url: str, key: str, n: int) -> int:
+    limiter = RateLimiter(redis_url)
+    return sum(limiter.hit("50/min", key).allowed for _ in range(n))
+
+
+@pytest.mark.redis
+def test_redis_store_is_shared_and_gives_the_last_slots_once(redis_url: str) -> None:
+    """Four processes (four web workers) hammer one token: exactly the rate gets through."""
+    key = uuid.uuid4().hex
+    with ProcessPoolExecutor(max_workers=4) as pool:
+        allowed = sum(pool.map(_hits, [redis_url] * 4, [key] * 4, [40] * 4))
+    assert allowed == 50
+    refused = RateLimiter(redis_url).hit("50/min", key)
+    assert not refused.allowed
+    assert 1 <= refused.retry_after <= 60
+
+
+def test_an_unreachable_store_lets_requests_through(caplog: pytest.LogCaptureFixture) -> None:
+    limiter = RateLimiter("redis://127.0.0.1:1/0")  # nothing listens on port 1
+    assert all(limiter.hit("1/min", "k").allowed for _ in range(3))
+    assert "rate-limit store unavailable" in caplog.text
