@@ -151,8 +151,7 @@ def test_the_count_brings_the_expected_page_in_the_same_statement(
     expected = reference(user, WorkloadFilters())
     listing = WorkloadListing(user, WorkloadFilters(), ROW_VALUES)
     listing.expect(offset=2, limit=3)
-    team_ids_of(user)  # (a token's user has them already; see the token test below)
-    user._team_ids = team_ids_of(user)
+    user._team_ids = team_ids_of(user)  # as the token lookup leaves them (tested below)
     with django_assert_num_queries(1):
         assert listing.count() == len(expected)
         assert listing[2:5] == expected[2:5]
