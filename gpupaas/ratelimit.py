@@ -31,8 +31,8 @@ from redis.exceptions import RedisError
 log = logging.getLogger(__name__)
 
 _UNITS: dict[str, type[RateLimitItem]] = {
-    **dict.fromkeys(("s", "sec", "second"), limits.RateLimitItemPerSecond),
-    **dict.fromkeys(("m", "min", "minute"), limits.RateLimitItemPerMinute),
+    **dict.fromkeys(("s", "sec"), limits.RateLimitItemPerSecond),
+    **dict.fromkeys(("m", "min"), limits.RateLimitItemPerMinute),
     **dict.fromkeys(("h", "hour"), limits.RateLimitItemPerHour),
     **dict.fromkeys(("d", "day"), limits.RateLimitItemPerDay),
 }
@@ -40,8 +40,8 @@ _UNITS: dict[str, type[RateLimitItem]] = {
 
 @cache
 def parse_rate(text: str) -> RateLimitItem:
-    """``"600/min"`` → an item of 600 per minute (the settings' form: s, sec, m, min, h,
-    hour, d, day)."""
+    """``"600/min"`` → an item of 600 per minute, in the form the settings accept (s, sec,
+    m, min, h, hour, d, day)."""
     match = re.fullmatch(r"([1-9][0-9]*)/([a-z]+)", text)
     if match is None or match.group(2) not in _UNITS:
         raise ValueError(f"{text!r} is not a rate such as 600/min or 20/sec")

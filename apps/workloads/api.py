@@ -133,6 +133,29 @@ def _conflict_on_state(exc: DjangoValidationError) -> Conflict:
     return Conflict(" ".join(exc.messages))
 
 
+def _managed(
+    request: Request,
+    workload_id: int,
+    action: Callable[..., Workload],
+    body: type[serializers.Serializer] | None = None,
+) -> Response:
+    """Cancel, suspend or resume: 404 for another team's workload before the body is read;
+    the service decides who may; a state that does not allow it is a 409."""
+    workload = _visible(request, workload_id)
+    extra: dict[str, Any] = {}
+    if body is not None:
+        parsed = body(data=request.data)
+        parsed.is_valid(raise_exception=True)
+        extra = dict(parsed.validated_data)
+    try:
+        workload = action(
+            actor=_actor(request), workload=workload, source_ip=client_ip(request), **extra
+        )
+    except DjangoValidationError as exc:
+        raise _conflict_on_state(exc) from exc
+    return Response(WorkloadSerializer(workload).data)
+
+
 # --- list and submit -------------------------------------------------------------------------
 
 
@@ -384,19 +407,7 @@ class WorkloadCancelView(APIView):
         ],
     )
     def post(self, request: Request, workload_id: int) -> Response:
-        workload = _visible(request, workload_id)
-        body = CancelSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            workload = workload_cancel(
-                actor=_actor(request),
-                workload=workload,
-                reason=body.validated_data.get("reason", ""),
-                source_ip=client_ip(request),
-            )
-        except DjangoValidationError as exc:
-            raise _conflict_on_state(exc) from exc
-        return Response(WorkloadSerializer(workload).data)
+        return _managed(request, workload_id, workload_cancel, body=CancelSerializer)
 
 
 class WorkloadSuspendView(APIView):
@@ -409,14 +420,7 @@ class WorkloadSuspendView(APIView):
         examples=[OpenApiExample("suspended", value=NOTEBOOK_SUSPENDED, response_only=True)],
     )
     def post(self, request: Request, workload_id: int) -> Response:
-        workload = _visible(request, workload_id)
-        try:
-            workload = workload_suspend(
-                actor=_actor(request), workload=workload, source_ip=client_ip(request)
-            )
-        except DjangoValidationError as exc:
-            raise _conflict_on_state(exc) from exc
-        return Response(WorkloadSerializer(workload).data)
+        return _managed(request, workload_id, workload_suspend)
 
 
 class WorkloadResumeView(APIView):
@@ -439,14 +443,7 @@ class WorkloadResumeView(APIView):
         ],
     )
     def post(self, request: Request, workload_id: int) -> Response:
-        workload = _visible(request, workload_id)
-        try:
-            workload = workload_resume(
-                actor=_actor(request), workload=workload, source_ip=client_ip(request)
-            )
-        except DjangoValidationError as exc:
-            raise _conflict_on_state(exc) from exc
-        return Response(WorkloadSerializer(workload).data)
+        return _managed(request, workload_id, workload_resume)
 
 
 class WorkloadCloneView(APIView):

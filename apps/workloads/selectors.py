@@ -3,7 +3,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, cast
 
 import orjson
@@ -83,12 +83,12 @@ class WorkloadListing:
     """One page of :func:`workloads_filtered` as plain values, and the count of all of them.
 
     This is the API's hottest read (CLI polling, dashboards, CI pipelines), so on PostgreSQL
-    it is two fixed statements (the count; the page's rows with the names of their team,
-    owner, class and image) that psycopg prepares once per connection, instead of ORM
-    querysets compiled on every request: the ORM's compiling and converting cost more than
-    PostgreSQL's work here. The conditions are those of :func:`workloads_filtered`, which
-    stays the reference (and the path on other databases); a test holds both to the same
-    answers for every filter.
+    it is fixed SQL (the page's rows with the names of their team, owner, class and image,
+    and the count of all of them, in one statement when the page is known beforehand) that
+    psycopg prepares once per connection, instead of ORM querysets compiled on every
+    request: the ORM's compiling and converting cost more than PostgreSQL's work here. The
+    conditions are those of :func:`workloads_filtered`, which stays the reference (and the
+    path on other databases); a test holds both to the same answers for every filter.
 
     The SQL is assembled from model metadata (table and column names) and fixed text; every
     value from the request is a parameter (hence the S608 waivers below).
@@ -98,8 +98,6 @@ class WorkloadListing:
         self.user = user
         self.filters = filters
         self.columns = tuple(columns)
-        self._where: tuple[str, list[Any]] | None = None
-        self._empty = False
         self._expected: tuple[int, int] | None = None
         self._prefetched: tuple[int, int, list[dict[str, Any]]] | None = None
 
@@ -122,17 +120,15 @@ class WorkloadListing:
             query = self.rows_query(offset=offset, limit=limit, with_total=True)
             if query is None:
                 return 0
-            rows = self._fetch(query, with_total=True)
-            if rows or offset == 0:
-                self._prefetched = (offset, limit, rows)
-                return int(rows[0].pop(_TOTAL)) if rows else 0
+            fetched = self._execute(query)
+            if fetched or offset == 0:
+                self._prefetched = (offset, limit, self._as_rows(row[1:] for row in fetched))
+                return int(fetched[0][0]) if fetched else 0
             # An empty page past the first: how many there are takes a count of its own.
         query = self.count_query()
         if query is None:
             return 0
-        with connection.cursor() as cursor:
-            cursor.execute(*query)
-            (total,) = cursor.fetchone()
+        [(total,)] = self._execute(query)
         return int(total)
 
     def rows(self, *, offset: int, limit: int) -> list[dict[str, Any]]:
@@ -148,28 +144,29 @@ class WorkloadListing:
         query = self.rows_query(offset=offset, limit=limit)
         if query is None:
             return []
-        return self._fetch(query, with_total=False)
+        return self._as_rows(self._execute(query))
 
-    def _fetch(self, query: tuple[str, list[Any]], *, with_total: bool) -> list[dict[str, Any]]:
-        names = (_TOTAL, *self.columns) if with_total else self.columns
+    @staticmethod
+    def _execute(query: tuple[str, list[Any]]) -> list[tuple[Any, ...]]:
         with connection.cursor() as cursor:
             cursor.execute(*query)
-            fetched = cursor.fetchall()
-        rows = [dict(zip(names, row, strict=True)) for row in fetched]
+            return cursor.fetchall()
+
+    def _as_rows(self, fetched: Iterable[Sequence[Any]]) -> list[dict[str, Any]]:
+        """Dicts keyed by ``columns``, JSON columns decoded (the driver hands them as text)."""
         json_columns = _select_sql(self.columns)[2]
+        rows = [dict(zip(self.columns, values, strict=True)) for values in fetched]
         for row in rows:
             for name in json_columns:
                 if isinstance(row[name], str):
                     row[name] = orjson.loads(row[name])
-        for row in rows[1:]:
-            row.pop(_TOTAL, None)
         return rows
 
     # --- the statements (PostgreSQL) ---
 
     def count_query(self) -> tuple[str, list[Any]] | None:
         """The count's SQL and parameters; None when nothing can match."""
-        where = self._conditions()
+        where = self._conditions
         if where is None:
             return None
         sql, params = where
@@ -180,7 +177,7 @@ class WorkloadListing:
     ) -> tuple[str, list[Any]] | None:
         """The page's SQL and parameters; None when nothing can match. ``with_total`` adds the
         count of all matching rows as the first column (an InitPlan, computed once)."""
-        where = self._conditions()
+        where = self._conditions
         if where is None:
             return None
         sql, params = where
@@ -200,14 +197,9 @@ class WorkloadListing:
         )
         return query, [*params, limit, offset]
 
+    @cached_property
     def _conditions(self) -> tuple[str, list[Any]] | None:
         """The WHERE clause on ``w`` and its parameters; None when nothing can match."""
-        if self._where is None and not self._empty:
-            self._where = self._build_conditions()
-            self._empty = self._where is None
-        return self._where
-
-    def _build_conditions(self) -> tuple[str, list[Any]] | None:
         f, user = self.filters, self.user
         conditions = ["w.deleted_at IS NULL"]
         params: list[Any] = []
@@ -246,7 +238,6 @@ class WorkloadListing:
 
 
 _W = Workload._meta.db_table
-_TOTAL = "__total"
 _TEAM = Team._meta.db_table
 _USER = User._meta.db_table
 _GPU_CLASS = GpuClass._meta.db_table

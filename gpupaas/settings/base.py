@@ -254,20 +254,25 @@ TELEMETRY_IDLE_SUSPEND_SECONDS = env_int("TELEMETRY_IDLE_SUSPEND_SECONDS", 30 * 
 TELEMETRY_IDLE_FLAG_SECONDS = env_int("TELEMETRY_IDLE_FLAG_SECONDS", 60 * 60, minimum=1)
 
 # --- REST API --------------------------------------------------------------------------------
-# Per-token rate limit (per user for portal sessions, per address otherwise), in DRF's
-# "<count>/<sec|min|hour|day>" form; answered with 429 and Retry-After.
+# Per-token rate limit (per user for portal sessions, per address otherwise), as
+# "<count>/<s|sec|m|min|h|hour|d|day>"; answered with 429 and Retry-After.
 API_RATE_LIMIT = env_str("API_RATE_LIMIT", "600/min")
 if not re.fullmatch(r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)", API_RATE_LIMIT):
     raise ImproperlyConfigured(
         f"API_RATE_LIMIT={API_RATE_LIMIT!r} is not a rate such as 600/min or 20/sec."
     )
-# Where the rate-limit counters live: "local" (per process: development and tests) or
-# "redis" (shared by every web process, at REDIS_URL; production's default).
-API_RATE_LIMIT_STORE = env_str("API_RATE_LIMIT_STORE", "local")
-if API_RATE_LIMIT_STORE not in ("local", "redis"):
-    raise ImproperlyConfigured(
-        f"API_RATE_LIMIT_STORE={API_RATE_LIMIT_STORE!r} must be local or redis."
-    )
+
+
+def rate_limit_store(default: str) -> str:
+    """Where the rate-limit counters live: "local" (per process: development and tests) or
+    "redis" (shared by every web process, at REDIS_URL; production's default)."""
+    store = env_str("API_RATE_LIMIT_STORE", default)
+    if store not in ("local", "redis"):
+        raise ImproperlyConfigured(f"API_RATE_LIMIT_STORE={store!r} must be local or redis.")
+    return store
+
+
+API_RATE_LIMIT_STORE = rate_limit_store("local")
 # Request bodies above this size are refused with 413 before they are read.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
 API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1)

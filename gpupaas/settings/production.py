@@ -19,11 +19,7 @@ if base.DATABASES["default"]["ENGINE"] != base.POSTGRESQL_ENGINE:
     raise ImproperlyConfigured("Production needs PostgreSQL: set DATABASE_URL=postgres://…")
 
 # Every web process (and host) shares one rate-limit count per token; Redis is there anyway.
-API_RATE_LIMIT_STORE = env_str("API_RATE_LIMIT_STORE", "redis")
-if API_RATE_LIMIT_STORE not in ("local", "redis"):
-    raise ImproperlyConfigured(
-        f"API_RATE_LIMIT_STORE={API_RATE_LIMIT_STORE!r} must be local or redis."
-    )
+API_RATE_LIMIT_STORE = base.rate_limit_store("redis")
 
 DEV_LOGIN_ENABLED = False
 DEV_LOGIN_USERS: list[str] = []
