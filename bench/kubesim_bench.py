@@ -21,7 +21,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from kubernetes import client, config  # noqa: E402
 
-from gpupaas.devtools import kubesim as ks  # noqa: E402
+from deploy.devtools import kubesim as ks  # noqa: E402
 
 
 def _children(pid: int) -> list[int]:

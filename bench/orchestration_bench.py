@@ -61,7 +61,7 @@ def main() -> int:
     from apps.orchestration.clusters import kube_for
     from apps.workloads import core as wl
     from apps.workloads.models import Workload
-    from gpupaas.devtools import kubesim as ks
+    from deploy.devtools import kubesim as ks
     from tests.factories import TeamFactory, TeamQuotaFactory, UserFactory, WorkloadFactory
 
     call_command("migrate", verbosity=0)

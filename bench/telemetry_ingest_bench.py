@@ -2,7 +2,7 @@
 
 1,000 simulated nodes × 8 GPUs (whole GPUs, 2-GPU jobs and time-sliced GPUs shared by four
 pods of different teams), exported in dcgm-exporter's format by the same renderer as
-gpupaas.devtools.dcgm_sim, scraped by Debian's Prometheus every 10 s with Kubernetes-style
+deploy.devtools.dcgm_sim, scraped by Debian's Prometheus every 10 s with Kubernetes-style
 target labels (exported_* pod labels). One cycle = the three instant PromQL queries, the
 (namespace, pod) → workload join (pod index built from 7,500 pod objects), the shared-GPU
 split, idle decisions and the bulk writes of per-workload totals and daily rows.
@@ -65,8 +65,8 @@ def main() -> int:
     from apps.telemetry.prom import PrometheusClient
     from apps.workloads import core as wl
     from apps.workloads.models import Workload
-    from gpupaas.devtools import dcgm_sim as sim
-    from gpupaas.devtools import prometheus as prom
+    from deploy.devtools import dcgm_sim as sim
+    from deploy.devtools import prometheus as prom
 
     call_command("migrate", verbosity=0)
     h100 = GpuClass.objects.create(

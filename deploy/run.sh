@@ -45,15 +45,15 @@ if [ "${KUBESIM:-1}" = 1 ]; then
   if command -v go >/dev/null; then
     kubeconfig="$VAR/kubesim/admin.kubeconfig"
     log "starting the simulated cluster in the background (first run builds it: see var/log/kubesim.log)"
-    "$PY" -m gpupaas.devtools.kubesim up --data-dir "$VAR/kubesim" > "$VAR/log/kubesim.log" 2>&1 &
+    "$PY" -m deploy.devtools.kubesim up --data-dir "$VAR/kubesim" > "$VAR/log/kubesim.log" 2>&1 &
     pids+=($!)
     # Simulated DCGM metrics of the cluster's GPUs, scraped by a local Prometheus.
-    "$PY" -m gpupaas.devtools.dcgm_sim --kubeconfig "$kubeconfig" --port 9400 --wait 3600 \
+    "$PY" -m deploy.devtools.dcgm_sim --kubeconfig "$kubeconfig" --port 9400 --wait 3600 \
       > "$VAR/log/dcgm-sim.log" 2>&1 &
     pids+=($!)
     apt_install prometheus || log "Prometheus is not installed: no utilisation data"
     if command -v prometheus >/dev/null; then
-      "$PY" -m gpupaas.devtools.prometheus up --data-dir "$VAR/prometheus" --port 9090 \
+      "$PY" -m deploy.devtools.prometheus up --data-dir "$VAR/prometheus" --port 9090 \
         --target 127.0.0.1:9400 > "$VAR/log/prometheus.log" 2>&1 &
       pids+=($!)
       export PROMETHEUS_URL="${PROMETHEUS_URL:-http://127.0.0.1:9090}"

@@ -19,7 +19,7 @@ def _schedule(sender: Celery, **_: object) -> None:
 
     # Every periodic task of the platform, one row each: (name, every N seconds, task).
     schedule = [
-        ("heartbeat", settings.HEARTBEAT_INTERVAL_SECONDS, "gpupaas.ops.heartbeat"),
+        ("heartbeat", settings.HEARTBEAT_INTERVAL_SECONDS, "apps.common.health.heartbeat"),
         ("reconcile", settings.ORCHESTRATION_RECONCILE_SECONDS, "orchestration.reconcile_all"),
         (
             "status sync",

@@ -4,23 +4,22 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from apps.accounts import oidc
-from gpupaas import views
+from apps.web.views import health, oidc
 
 admin.site.site_header = "gpupaas administration"
 admin.site.site_title = "gpupaas admin"
 admin.site.index_title = "Platform governance"
 
 urlpatterns = [
-    path("", include("apps.workloads.urls")),
-    path("accounts/", include("apps.accounts.urls")),
-    path("api/v1/", include("gpupaas.api_urls")),
+    path("", include("apps.web.urls.portal")),
+    path("accounts/", include("apps.web.urls.accounts")),
+    path("api/v1/", include("apps.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("usage/", include("apps.telemetry.urls")),
+    path("usage/", include("apps.web.urls.telemetry")),
     path("admin/", admin.site.urls),
-    path("healthz", views.healthz, name="healthz"),
-    path("readyz", views.readyz, name="readyz"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("", include("django_prometheus.urls")),
 ]
 

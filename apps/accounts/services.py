@@ -10,7 +10,7 @@ from django.utils import timezone
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
 from apps.audit.services import audit_record
-from gpupaas.queue import enqueue_on_commit
+from apps.common.taskqueue import enqueue_on_commit
 
 # --- teams ------------------------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from apps.common.taskqueue import enqueue
 from apps.scheduling.handoff import Decisions
-from gpupaas.queue import enqueue
 
 
 def on_scheduling_decisions(decisions: Decisions) -> None:

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Team
 from apps.catalog.models import Cluster, ClusterNode, GpuClass
+from apps.common.taskqueue import enqueue
 from apps.orchestration import manifests as m
 from apps.orchestration import status as st
 from apps.orchestration.clusters import ClusterConfigError, kube_for
@@ -42,7 +43,6 @@ from apps.orchestration.selectors import (
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_transition
-from gpupaas.queue import enqueue
 
 log = logging.getLogger(__name__)
 

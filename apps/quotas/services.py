@@ -8,10 +8,10 @@ from django.db import transaction
 from apps.accounts.models import Team, User
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass
+from apps.common.taskqueue import enqueue_on_commit
 from apps.quotas import core
 from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import guarantee_warning_for_class
-from gpupaas.queue import enqueue_on_commit
 
 
 @dataclass(frozen=True)

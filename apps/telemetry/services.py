@@ -21,6 +21,7 @@ from django.utils import timezone
 from apps.accounts.models import Membership
 from apps.audit.services import audit_record
 from apps.catalog.models import ClusterNode, GpuClass
+from apps.common.taskqueue import enqueue_on_commit
 from apps.orchestration import manifests as m
 from apps.orchestration.clusters import ClusterConfigError, kube_for
 from apps.orchestration.kube import ClusterUnreachable
@@ -38,7 +39,6 @@ from apps.telemetry.prom import PrometheusClient, default_client
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_transition
-from gpupaas.queue import enqueue_on_commit
 
 log = logging.getLogger(__name__)
 

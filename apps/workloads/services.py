@@ -9,10 +9,10 @@ from django.utils import timezone
 from apps.accounts.models import Membership, Team, User
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
+from apps.common.taskqueue import enqueue_on_commit
 from apps.scheduling.selectors import submission_problems
 from apps.workloads import core
 from apps.workloads.models import RequestTemplate, Workload, WorkloadEvent
-from gpupaas.queue import enqueue_on_commit
 
 
 def workload_submit(

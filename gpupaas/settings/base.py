@@ -47,11 +47,15 @@ INSTALLED_APPS = [
     "apps.workloads",
     "apps.orchestration",
     "apps.telemetry",
+    # The edges, above every domain app.
+    "apps.web",
+    "apps.api",
+    "apps.adminsite",
 ]
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
-    "gpupaas.middleware.ApiBodySizeLimitMiddleware",
+    "apps.api.middleware.ApiBodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -77,7 +81,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "gpupaas.context.portal",
+                "apps.web.context.portal",
             ],
         },
     },
@@ -91,7 +95,7 @@ DATABASE_URL = env_optional_str("DATABASE_URL")
 # plans them once per connection. Turn off behind a pooler in transaction mode that cannot
 # keep prepared statements (PgBouncer before 1.21).
 DATABASE_SERVER_SIDE_BINDING = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
-POSTGRESQL_ENGINE = "gpupaas.db.postgresql"
+POSTGRESQL_ENGINE = "apps.common.db.postgresql"
 
 
 def database_from_url(url: str, *, conn_max_age: int) -> dict[str, Any]:
@@ -101,7 +105,7 @@ def database_from_url(url: str, *, conn_max_age: int) -> dict[str, Any]:
     except (ValueError, KeyError) as exc:
         raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from exc
     if database["ENGINE"] == "django.db.backends.postgresql":
-        # Django's backend, with a health check that needs no round trip (gpupaas/db).
+        # Django's backend, with a health check that needs no round trip (apps/common/db).
         database["ENGINE"] = POSTGRESQL_ENGINE
         database["CONN_HEALTH_CHECKS"] = True
         if DATABASE_SERVER_SIDE_BINDING:
@@ -284,19 +288,19 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "apps.accounts.authentication.ApiTokenAuthentication",
+        "apps.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "apps.accounts.authentication.TokenScopePermission",
+        "apps.api.authentication.TokenScopePermission",
     ],
-    "DEFAULT_THROTTLE_CLASSES": ["gpupaas.api.TokenRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["apps.api.base.TokenRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"api": API_RATE_LIMIT},
-    "DEFAULT_RENDERER_CLASSES": ["gpupaas.renderers.FastJSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["gpupaas.renderers.FastJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["apps.api.renderers.FastJSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["apps.api.renderers.FastJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "gpupaas.api.exception_handler",
+    "EXCEPTION_HANDLER": "apps.api.base.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 

@@ -15,7 +15,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 
-from gpupaas.renderers import FastJSONParser, FastJSONRenderer
+from apps.api.renderers import FastJSONParser, FastJSONRenderer
 
 DATA: list[Any] = [
     {"count": 2, "next": None, "results": [{"id": 1, "env": {"A": "ü"}, "args": []}]},

@@ -18,7 +18,7 @@ from apps.orchestration import services
 from apps.orchestration.clusters import forget_clients
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from gpupaas.devtools.kubesim import Kubesim
+from deploy.devtools.kubesim import Kubesim
 from tests.api.conftest import Client
 from tests.factories import (
     GpuClassFactory,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from limits import RateLimitItemPerHour, RateLimitItemPerMinute, RateLimitItemPerSecond
 
-from gpupaas.ratelimit import RateLimiter, parse_rate
+from apps.api.ratelimit import RateLimiter, parse_rate
 
 
 @pytest.mark.parametrize(

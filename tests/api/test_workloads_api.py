@@ -428,7 +428,7 @@ def test_logs_stream_lines_and_end_with_the_reason_when_the_cluster_drops(
         yield "2025-01-01T00:00:01Z epoch 2"
         raise LogsUnavailable("The cluster is unreachable; try again in a moment.")
 
-    monkeypatch.setattr("apps.workloads.api.workload_logs", fake_logs)
+    monkeypatch.setattr("apps.api.views.workloads.workload_logs", fake_logs)
     response = api(cast.owner, ("read",)).get(
         f"/api/v1/workloads/{workload.pk}/logs/?tail=5&follow=true&replica=1"
     )

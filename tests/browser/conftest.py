@@ -26,7 +26,7 @@ from apps.orchestration import services as orchestration
 from apps.orchestration.clusters import forget_clients
 from apps.quotas.models import TeamQuota
 from apps.scheduling.services import scheduling_cycle_run
-from gpupaas.devtools.kubesim import Kubesim
+from deploy.devtools.kubesim import Kubesim
 from tests.plugins.oidc import OIDCProvider
 from tests.portal.conftest import portal as portal  # the catalog fixture, for page tests
 

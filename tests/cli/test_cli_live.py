@@ -249,7 +249,7 @@ def test_logs_follow_streams_lines(
         raise LogsUnavailable("The container stopped.")
 
     # The live server runs in this process, so the view sees the patched generator.
-    monkeypatch.setattr("apps.workloads.api.workload_logs", fake_logs)
+    monkeypatch.setattr("apps.api.views.workloads.workload_logs", fake_logs)
     result = cli_for(cast.owner)("logs", str(workload.pk), "-f", "--tail", "3")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [

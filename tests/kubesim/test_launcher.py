@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpupaas.devtools import kubesim as ks
+from deploy.devtools import kubesim as ks
 
 
 def _fake_source(root: Path) -> Path:

@@ -18,7 +18,7 @@ from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_submit
-from gpupaas.devtools import kubesim as ks
+from deploy.devtools import kubesim as ks
 from tests.factories import ImageFactory, TeamFactory, TeamQuotaFactory, UserFactory
 from tests.waiting import wait_for
 

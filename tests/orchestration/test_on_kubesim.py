@@ -18,7 +18,7 @@ from apps.orchestration.clusters import forget_clients, kube_for
 from apps.orchestration.kube import ClusterUnreachable
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from gpupaas.devtools.kubesim import Kubesim
+from deploy.devtools.kubesim import Kubesim
 from tests.factories import (
     GpuClassFactory,
     ImageFactory,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from gpupaas import ops
+from apps.common import health as ops
 
 pytestmark = [pytest.mark.redis]
 

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, connections
 from django.db.backends.postgresql import base as django_base
 
-from gpupaas.db.postgresql.base import DatabaseWrapper
+from apps.common.db.postgresql.base import DatabaseWrapper
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db

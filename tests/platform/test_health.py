@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from gpupaas import ops
+from apps.common import health as ops
 from tests.plugins.redis_server import free_port
 
 pytestmark = pytest.mark.django_db

@@ -29,7 +29,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from gpupaas.devtools import kubesim as ks
+from deploy.devtools import kubesim as ks
 
 FIXTURES = frozenset({"kubesim", "kube_api_client", "k8s_namespace", "kubesim_binary"})
 NAMESPACE_TIMEOUT = 90.0

@@ -4,9 +4,9 @@ dirs.
 
 Fixtures:
 
-* ``dcgm_sim`` (session): ``HOST:PORT`` of ``python -m gpupaas.devtools.dcgm_sim`` for the
+* ``dcgm_sim`` (session): ``HOST:PORT`` of ``python -m deploy.devtools.dcgm_sim`` for the
   session's kubesim cluster.
-* ``prometheus_server`` (session): a running ``gpupaas.devtools.prometheus.Prometheus`` scraping
+* ``prometheus_server`` (session): a running ``deploy.devtools.prometheus.Prometheus`` scraping
   it (1 s interval, recording rules loaded), returned once the first scrape is stored.
 * ``prometheus_settings`` (function): PROMETHEUS_URL and TELEMETRY_ENABLED for one test.
 
@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from gpupaas.devtools import prometheus as prom
-from gpupaas.devtools.kubesim import Kubesim
+from deploy.devtools import prometheus as prom
+from deploy.devtools.kubesim import Kubesim
 
 FIXTURES = frozenset({"dcgm_sim", "prometheus_server", "prometheus_settings"})
 
@@ -62,7 +62,7 @@ def dcgm_sim(kubesim: Kubesim, tmp_path_factory: pytest.TempPathFactory) -> Iter
             [
                 sys.executable,
                 "-m",
-                "gpupaas.devtools.dcgm_sim",
+                "deploy.devtools.dcgm_sim",
                 "--kubeconfig",
                 str(kubesim.kubeconfig),
                 "--port",

@@ -242,7 +242,7 @@ def test_open_redirects_with_the_token_read_from_the_cluster(
     workload = portal.workload(kind="notebook", state=core.RUNNING, image=portal.notebook_image)
     read = []
     monkeypatch.setattr(
-        "apps.workloads.views.notebook_token", lambda w: read.append(w.pk) or "s3cret"
+        "apps.web.views.workloads.notebook_token", lambda w: read.append(w.pk) or "s3cret"
     )
     response = portal.client(portal.cast.owner).get(f"/workloads/{workload.pk}/open/")
     assert response.status_code == 302
@@ -360,7 +360,7 @@ def test_logs_tail_and_live_follow_stream_the_containers_lines(
         calls.append(kw)
         yield from ["epoch 1 loss 0.9", "epoch 2 loss <0.5>"]
 
-    monkeypatch.setattr("apps.workloads.views.workload_logs", fake_logs)
+    monkeypatch.setattr("apps.web.views.workloads.workload_logs", fake_logs)
     client = portal.client(portal.cast.owner)
     tail = html(client.get(f"/workloads/{workload.pk}/logs/"))
     assert "epoch 1 loss 0.9\nepoch 2 loss &lt;0.5&gt;\n</pre>" in tail

@@ -22,7 +22,7 @@ from apps.telemetry.models import IdleNotice, IdlePolicy, UsageDay, WorkloadUsag
 from apps.telemetry.prom import PrometheusClient
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from gpupaas.devtools.kubesim import Kubesim
+from deploy.devtools.kubesim import Kubesim
 from tests.factories import (
     GpuClassFactory,
     ImageFactory,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from apps.telemetry import core
-from gpupaas.devtools import dcgm_sim as sim
+from deploy.devtools import dcgm_sim as sim
 
 UUIDS = [f"GPU-{i:08d}-0000-0000-0000-000000000000" for i in range(4)]
 

@@ -15,10 +15,10 @@ from django.utils import timezone
 from apps.accounts.models import User
 from apps.accounts.selectors import active_token_by_plaintext, team_ids_of
 from apps.accounts.services import api_token_create
+from apps.api.serializers import ROW_VALUES
 from apps.workloads import core
 from apps.workloads.models import Workload
 from apps.workloads.selectors import WorkloadFilters, WorkloadListing, workloads_filtered
-from apps.workloads.serializers import ROW_VALUES
 from tests.factories import GpuClassFactory, MembershipFactory, TeamFactory, WorkloadFactory
 from tests.plugins.cast import Cast
 

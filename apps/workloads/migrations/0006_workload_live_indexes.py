@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import migrations, models
 
-from gpupaas.db.migrations import AddIndexOnline
+from apps.common.db.migrations import AddIndexOnline
 
 
 class Migration(migrations.Migration):

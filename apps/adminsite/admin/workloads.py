@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from apps.common.http import client_ip
+from apps.workloads import core
+from apps.workloads.models import Workload, WorkloadEvent
+from apps.workloads.services import workload_cancel
+
+
+class WorkloadEventInline(admin.TabularInline):
+    model = WorkloadEvent
+    extra = 0
+    can_delete = False
+    fields = ("created_at", "from_state", "to_state", "reason", "actor")
+    readonly_fields = fields
+    ordering = ("created_at", "id")
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkloadEvent]:
+        return super().get_queryset(request).select_related("actor")
+
+
+@admin.register(Workload)
+class WorkloadAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "name",
+        "kind",
+        "state",
+        "owner",
+        "team",
+        "gpu_class",
+        "gpu_milli",
+        "replicas",
+        "priority_class",
+        "created_at",
+    )
+    list_display_links = ("id", "name")
+    # Every filter is on an indexed column; related lookups are joined, never one query per row.
+    list_filter = ("state", "kind", "priority_class", "gpu_class", "team")
+    list_select_related = ("owner", "team", "gpu_class")
+    search_fields = ("=id", "name", "owner__username")
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    list_per_page = 100
+    raw_id_fields = ("owner", "team", "gpu_class", "image", "cluster")
+    readonly_fields = (
+        "state",
+        "created_at",
+        "queued_at",
+        "admitted_at",
+        "started_at",
+        "finished_at",
+        "updated_at",
+        "placement",
+        "k8s_objects",
+        "last_reason",
+    )
+    inlines = (WorkloadEventInline,)
+    actions = ("cancel",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Workloads are requested through the portal or API, where quota rules apply.
+        return False
+
+    @admin.action(description="Cancel selected workloads")
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
+        done = skipped = 0
+        for workload in queryset.exclude(state__in=core.TERMINAL_STATES):
+            try:
+                workload_cancel(
+                    actor=request.user,  # type: ignore[arg-type]
+                    workload=workload,
+                    reason=f"Cancelled by admin {request.user.get_username()}.",
+                    source_ip=client_ip(request),
+                )
+                done += 1
+            except (ValidationError, PermissionDenied):
+                skipped += 1
+        msg = f"Cancelled {done} workload(s)."
+        if skipped:
+            msg += f" {skipped} changed state meanwhile and were left alone."
+        self.message_user(request, msg, messages.SUCCESS)

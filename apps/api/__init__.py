@@ -1,0 +1,1 @@
+"""The REST API: DRF views, serializers, authentication, rate limits and URLs (an edge)."""

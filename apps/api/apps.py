@@ -1,0 +1,10 @@
+"""The REST API (an edge)."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ApiConfig(AppConfig):
+    name = "apps.api"
+    label = "api"

@@ -1,0 +1,215 @@
+"""What every API endpoint shares: one error shape {"code", "message", "fields"}, the per-token
+rate limit, pagination, and the pieces of the OpenAPI description that say so."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
+from rest_framework import exceptions, serializers, status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from apps.accounts.models import ApiToken
+from apps.api.ratelimit import rate_limiter
+from apps.common.http import client_ip
+
+
+def _flatten(detail: Any) -> dict[str, list[str]]:
+    if isinstance(detail, dict):
+        return {
+            str(k): [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in detail.items()
+        }
+    return {}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ObjectDoesNotExist | Http404):
+        exc = exceptions.NotFound("Not found.")
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, DjangoValidationError):
+        detail = (
+            exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+        )
+        exc = exceptions.ValidationError(detail)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        fields: dict[str, list[str]] = _flatten(exc.detail)
+        message = (
+            "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items())
+            if fields
+            else " ".join(
+                str(d) for d in (exc.detail if isinstance(exc.detail, list) else [exc.detail])
+            )
+        )
+        body: dict[str, Any] = {
+            "code": "invalid",
+            "message": message or "Invalid input.",
+            "fields": fields,
+        }
+        response.status_code = status.HTTP_400_BAD_REQUEST
+    else:
+        text: Any = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
+        code = exc.get_codes() if isinstance(exc, exceptions.APIException) else "error"
+        body = {
+            "code": code if isinstance(code, str) else "error",
+            "message": str(text),
+            "fields": {},
+        }
+    if isinstance(exc, exceptions.Throttled):
+        # DRF writes "0" for waits under a second; a client must always wait at least 1 s.
+        wait = getattr(exc, "wait", None) or 1
+        response["Retry-After"] = str(max(1, math.ceil(wait)))
+    response.data = body
+    return response
+
+
+def error_body(*, code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict:
+    """The error shape, for the few answers built outside DRF (middleware, streaming)."""
+    return {"code": code, "message": message, "fields": fields or {}}
+
+
+class Conflict(exceptions.APIException):
+    """The request is valid but the resource is not in a state that allows it now."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the current state of the resource."
+    default_code = "conflict"
+
+
+# --- rate limiting ---------------------------------------------------------------------------
+
+
+class TokenRateThrottle(BaseThrottle):
+    """API_RATE_LIMIT per personal token; per user for portal sessions; per address for the
+    views open to anonymous callers (the OpenAPI document). DRF checks throttles after
+    authentication and permissions, so a request without valid credentials is answered 401
+    before it counts. The counting is :mod:`apps.api.ratelimit`'s: atomic, and shared by all
+    web processes with API_RATE_LIMIT_STORE=redis."""
+
+    def __init__(self) -> None:
+        self._retry_after: int | None = None
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        # The rate is read at request time, so a test (or an operator's override) takes
+        # effect at once.
+        decision = rate_limiter().hit(str(settings.API_RATE_LIMIT), self._ident(request))
+        self._retry_after = decision.retry_after or None
+        return decision.allowed
+
+    def wait(self) -> float | None:
+        return self._retry_after
+
+    @staticmethod
+    def _ident(request: Request) -> str:
+        if isinstance(request.auth, ApiToken):
+            return f"token:{request.auth.pk}"
+        if request.user and request.user.is_authenticated:
+            return f"user:{request.user.pk}"
+        return f"ip:{client_ip(request) or 'unknown'}"
+
+
+# --- pagination ------------------------------------------------------------------------------
+
+
+class PagePagination(PageNumberPagination):
+    """``?page=N&page_size=M`` (default API_PAGE_SIZE, at most API_MAX_PAGE_SIZE)."""
+
+    page_size_query_param = "page_size"
+
+    def __init__(self) -> None:
+        self.page_size = settings.API_PAGE_SIZE
+        self.max_page_size = settings.API_MAX_PAGE_SIZE
+
+    def requested_slice(self, request: Request) -> tuple[int, int] | None:
+        """(offset, limit) of the page asked for, when it is given as a plain number (or not
+        at all); None for anything the paginator must resolve itself ("last", nonsense)."""
+        raw = request.query_params.get(self.page_query_param) or "1"
+        if not raw.isdigit() or int(raw) < 1:
+            return None
+        size = self.get_page_size(request) or settings.API_PAGE_SIZE
+        return (int(raw) - 1) * size, size
+
+
+# --- OpenAPI ---------------------------------------------------------------------------------
+
+ERROR_SERIALIZER = inline_serializer(
+    name="Error",
+    fields={
+        "code": serializers.CharField(help_text="Machine-readable, e.g. not_found, invalid."),
+        "message": serializers.CharField(help_text="What went wrong, in words for people."),
+        "fields": serializers.DictField(
+            child=serializers.ListField(child=serializers.CharField()),
+            help_text="Per-field messages for invalid input; empty otherwise.",
+        ),
+    },
+)
+
+_ERROR_EXAMPLES: dict[int, tuple[str, str, dict[str, list[str]]]] = {
+    400: (
+        "invalid",
+        "gpu_milli: More than one GPU per replica must be whole GPUs (2000, 3000, …), not 1500.",
+        {
+            "gpu_milli": [
+                "More than one GPU per replica must be whole GPUs (2000, 3000, …), not 1500."
+            ]
+        },
+    ),
+    401: ("not_authenticated", "Authentication credentials were not provided.", {}),
+    403: (
+        "permission_denied",
+        "This token has the read scope only; create a token with the write scope.",
+        {},
+    ),
+    404: ("not_found", "Not found.", {}),
+    409: ("conflict", "No pod is running for this workload, so there are no logs yet.", {}),
+    413: ("too_large", "The request body is larger than 1048576 bytes.", {}),
+    429: ("throttled", "Request was throttled. Expected available in 12 seconds.", {}),
+}
+
+_ERROR_DESCRIPTIONS = {
+    400: "Invalid input; `fields` names each problem.",
+    401: "No valid token or session.",
+    403: "Not allowed: a read-only token writing, or not the owner, a team lead or an admin.",
+    404: "No such object, or it belongs to a team you are not in.",
+    409: "Not possible in the object's current state.",
+    413: "The request body is too large.",
+    429: "Rate limit reached; retry after the seconds in Retry-After.",
+}
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    """OpenAPI responses for these error statuses (400, 401 and 429 are always possible: a
+    malformed URL, no credentials, too many requests)."""
+    wanted = sorted({400, 401, 429, *codes})
+    return {
+        c: OpenApiResponse(
+            response=ERROR_SERIALIZER,
+            description=_ERROR_DESCRIPTIONS[c],
+            examples=[
+                OpenApiExample(
+                    f"error {c}",
+                    value=error_body(
+                        code=_ERROR_EXAMPLES[c][0],
+                        message=_ERROR_EXAMPLES[c][1],
+                        fields=_ERROR_EXAMPLES[c][2],
+                    ),
+                    response_only=True,
+                    status_codes=[str(c)],
+                )
+            ],
+        )
+        for c in wanted
+    }

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from apps.api.views import accounts as accounts_api
+from apps.api.views import catalog as catalog_api
+from apps.api.views import quotas as quotas_api
+from apps.api.views import telemetry as telemetry_api
+from apps.api.views import workloads as workloads_api
+
+app_name = "api"
+
+urlpatterns = [
+    path("me/", accounts_api.MeView.as_view(), name="me"),
+    path("tokens/", accounts_api.TokenListView.as_view(), name="tokens"),
+    path("tokens/<int:token_id>/", accounts_api.TokenDetailView.as_view(), name="token-detail"),
+    # workloads
+    path("workloads/", workloads_api.WorkloadListView.as_view(), name="workloads"),
+    path(
+        "workloads/<int:workload_id>/",
+        workloads_api.WorkloadDetailView.as_view(),
+        name="workload-detail",
+    ),
+    path(
+        "workloads/<int:workload_id>/cancel/",
+        workloads_api.WorkloadCancelView.as_view(),
+        name="workload-cancel",
+    ),
+    path(
+        "workloads/<int:workload_id>/suspend/",
+        workloads_api.WorkloadSuspendView.as_view(),
+        name="workload-suspend",
+    ),
+    path(
+        "workloads/<int:workload_id>/resume/",
+        workloads_api.WorkloadResumeView.as_view(),
+        name="workload-resume",
+    ),
+    path(
+        "workloads/<int:workload_id>/clone/",
+        workloads_api.WorkloadCloneView.as_view(),
+        name="workload-clone",
+    ),
+    path(
+        "workloads/<int:workload_id>/logs/",
+        workloads_api.WorkloadLogsView.as_view(),
+        name="workload-logs",
+    ),
+    path(
+        "workloads/<int:workload_id>/events/",
+        workloads_api.WorkloadEventsView.as_view(),
+        name="workload-events",
+    ),
+    # teams and quotas
+    path("teams/", accounts_api.TeamListView.as_view(), name="teams"),
+    path("teams/<slug:slug>/", accounts_api.TeamDetailView.as_view(), name="team-detail"),
+    path(
+        "teams/<slug:slug>/members/",
+        accounts_api.TeamMemberListView.as_view(),
+        name="team-members",
+    ),
+    path(
+        "teams/<slug:slug>/members/<str:username>/",
+        accounts_api.TeamMemberDetailView.as_view(),
+        name="team-member-detail",
+    ),
+    path("teams/<slug:slug>/quotas/", quotas_api.TeamQuotaListView.as_view(), name="team-quotas"),
+    path("teams/<slug:slug>/usage/", telemetry_api.TeamUsageView.as_view(), name="team-usage"),
+    path("quotas/", quotas_api.QuotaListView.as_view(), name="quotas"),
+    path("usage/", telemetry_api.MyUsageView.as_view(), name="usage"),
+    # catalogue
+    path("gpu-classes/", catalog_api.GpuClassListView.as_view(), name="gpu-classes"),
+    path(
+        "gpu-classes/<str:name>/",
+        catalog_api.GpuClassDetailView.as_view(),
+        name="gpu-class-detail",
+    ),
+    path("images/", catalog_api.ImageListView.as_view(), name="images"),
+]

@@ -1,0 +1,106 @@
+"""The catalogue over the REST API: GPU classes with their free capacity, and images."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.api.base import error_responses
+from apps.catalog.models import GpuClass, Image
+from apps.catalog.selectors import (
+    GpuClassCapacity,
+    gpu_class_capacity,
+    gpu_classes_offered,
+    images_offered,
+)
+
+
+class GpuClassSerializer(serializers.Serializer):
+    name = serializers.CharField(source="gpu_class.name")
+    memory_mib = serializers.IntegerField(source="gpu_class.memory_mib")
+    sharing_mode = serializers.CharField(source="gpu_class.sharing_mode")
+    hourly_cost = serializers.DecimalField(
+        source="gpu_class.hourly_cost", max_digits=10, decimal_places=4, coerce_to_string=True
+    )
+    description = serializers.CharField(source="gpu_class.description")
+    capacity_milli = serializers.IntegerField(help_text="All GPUs of the class, ×1000.")
+    used_milli = serializers.IntegerField(help_text="Held by admitted and running workloads.")
+    free_milli = serializers.IntegerField(help_text="capacity − used (never below 0).")
+    nodes = serializers.IntegerField(help_text="Ready nodes in the inventory (0: not synced).")
+
+
+GPU_CLASS_EXAMPLE = {
+    "name": "H100-80GB",
+    "memory_mib": 81559,
+    "sharing_mode": "whole",
+    "hourly_cost": "4.5000",
+    "description": "",
+    "capacity_milli": 32000,
+    "used_milli": 20500,
+    "free_milli": 11500,
+    "nodes": 4,
+}
+
+
+class GpuClassListView(APIView):
+    @extend_schema(
+        operation_id="gpu_classes_list",
+        summary="GPU classes with free capacity",
+        description=(
+            "Every class on offer, its capacity from the cluster inventory and what is free "
+            "now, in milli-GPU. Free capacity is a hint: quotas and placement decide."
+        ),
+        responses={200: GpuClassSerializer(many=True), **error_responses()},
+        examples=[OpenApiExample("classes", value=[GPU_CLASS_EXAMPLE], response_only=True)],
+    )
+    def get(self, request: Request) -> Response:
+        return Response(GpuClassSerializer(gpu_class_capacity(), many=True).data)
+
+
+class GpuClassDetailView(APIView):
+    @extend_schema(
+        operation_id="gpu_classes_retrieve",
+        summary="One GPU class with free capacity",
+        responses={200: GpuClassSerializer, **error_responses(404)},
+        examples=[OpenApiExample("class", value=GPU_CLASS_EXAMPLE, response_only=True)],
+    )
+    def get(self, request: Request, name: str) -> Response:
+        rows: list[GpuClassCapacity] = gpu_class_capacity(gpu_classes_offered().filter(name=name))
+        if not rows:
+            raise GpuClass.DoesNotExist
+        return Response(GpuClassSerializer(rows[0]).data)
+
+
+class ImageSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Image
+        fields = ["name", "reference", "kind", "description", "read_only_root"]
+        read_only_fields = fields
+
+
+class ImageListView(APIView):
+    @extend_schema(
+        operation_id="images_list",
+        summary="Images on offer",
+        responses={200: ImageSerializer(many=True), **error_responses()},
+        examples=[
+            OpenApiExample(
+                "images",
+                value=[
+                    {
+                        "name": "PyTorch training",
+                        "reference": "nvcr.io/nvidia/pytorch:24.12-py3",
+                        "kind": "training",
+                        "description": "",
+                        "read_only_root": False,
+                    }
+                ],
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request: Request) -> Response:
+        return Response(ImageSerializer(images_offered(), many=True).data)

@@ -1,0 +1,629 @@
+"""Workloads over the REST API: list, submit (idempotent), retrieve, actions, logs, events.
+
+Every lookup goes through ``workloads_visible_to``: another team's workload is 404, never 403,
+so ids cannot be probed. Managing (cancel, suspend, resume) is checked again by the services:
+a teammate who is neither owner nor lead gets 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from itertools import chain
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+)
+from kubernetes.client.exceptions import ApiException
+from rest_framework import exceptions, serializers, status
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.accounts.models import Team, User
+from apps.accounts.selectors import teams_of
+from apps.api.base import Conflict, PagePagination, error_responses
+from apps.api.renderers import FastJSONRenderer
+from apps.api.serializers import (
+    ROW_VALUES,
+    CancelSerializer,
+    CloneSerializer,
+    ClusterEventSerializer,
+    WorkloadCreateSerializer,
+    WorkloadEventSerializer,
+    WorkloadEventsSerializer,
+    WorkloadListQuerySerializer,
+    WorkloadSerializer,
+    workload_rows,
+)
+from apps.catalog.models import GpuClass, Image
+from apps.common.http import client_ip
+from apps.orchestration.kube import ClusterUnreachable
+from apps.orchestration.observability import LogsUnavailable, workload_events, workload_logs
+from apps.workloads import idempotency as idem
+from apps.workloads.models import Workload
+from apps.workloads.selectors import WorkloadFilters, WorkloadListing, workload_for_user
+from apps.workloads.services import (
+    workload_cancel,
+    workload_clone,
+    workload_delete,
+    workload_resume,
+    workload_submit,
+    workload_suspend,
+)
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "Any unique string (a UUID). A retried request with the same key and body returns the "
+        "workload the first one created, with `Idempotent-Replayed: true`, instead of "
+        "submitting twice. Keys are per user and kept 24 hours."
+    ),
+)
+
+WORKLOAD_EXAMPLE = {
+    "id": 42,
+    "name": "resnet50-baseline",
+    "kind": "training",
+    "state": "queued",
+    "team": "vision",
+    "owner": "alice",
+    "gpu_class": "H100-80GB",
+    "image": "PyTorch training",
+    "gpu_milli": 2000,
+    "replicas": 2,
+    "total_milli": 4000,
+    "priority_class": "training",
+    "command": ["torchrun", "train.py"],
+    "args": ["--epochs", "90"],
+    "env": {"WANDB_MODE": "offline"},
+    "max_runtime_seconds": 86400,
+    "idle_timeout_seconds": None,
+    "retries": 1,
+    "params": {},
+    "last_reason": "no H100-80GB free; 3 ahead of you",
+    "queue_position": 4,
+    "estimated_start_at": "2025-01-01T12:30:00Z",
+    "created_at": "2025-01-01T12:00:00Z",
+    "queued_at": "2025-01-01T12:00:01Z",
+    "admitted_at": None,
+    "started_at": None,
+    "finished_at": None,
+    "updated_at": "2025-01-01T12:00:01Z",
+}
+
+NOTEBOOK_SUSPENDED = {
+    **WORKLOAD_EXAMPLE,
+    "id": 17,
+    "name": "explore",
+    "kind": "notebook",
+    "state": "suspended",
+    "gpu_milli": 500,
+    "replicas": 1,
+    "total_milli": 500,
+    "priority_class": "development",
+    "command": [],
+    "args": [],
+    "idle_timeout_seconds": 3600,
+    "last_reason": "Suspended by alice; your files are kept.",
+    "queue_position": None,
+    "estimated_start_at": None,
+}
+
+
+def _actor(request: Request) -> User:
+    return request.user  # type: ignore[return-value]
+
+
+def _visible(request: Request, workload_id: int) -> Workload:
+    return workload_for_user(_actor(request), workload_id)
+
+
+def _conflict_on_state(exc: DjangoValidationError) -> Conflict:
+    return Conflict(" ".join(exc.messages))
+
+
+def _managed(
+    request: Request,
+    workload_id: int,
+    action: Callable[..., Workload],
+    body: type[serializers.Serializer] | None = None,
+) -> Response:
+    """Cancel, suspend or resume: 404 for another team's workload before the body is read;
+    the service decides who may; a state that does not allow it is a 409."""
+    workload = _visible(request, workload_id)
+    extra: dict[str, Any] = {}
+    if body is not None:
+        parsed = body(data=request.data)
+        parsed.is_valid(raise_exception=True)
+        extra = dict(parsed.validated_data)
+    try:
+        workload = action(
+            actor=_actor(request), workload=workload, source_ip=client_ip(request), **extra
+        )
+    except DjangoValidationError as exc:
+        raise _conflict_on_state(exc) from exc
+    return Response(WorkloadSerializer(workload).data)
+
+
+# --- list and submit -------------------------------------------------------------------------
+
+
+class WorkloadListView(APIView):
+    pagination_class = PagePagination
+
+    @extend_schema(
+        operation_id="workloads_list",
+        summary="List workloads",
+        description=(
+            "Workloads of your teams (all of them for admins), newest first, in pages. "
+            "Filters combine; `state` and `kind` take comma-separated values."
+        ),
+        parameters=[
+            WorkloadListQuerySerializer,
+            OpenApiParameter("page", int, description="Page number, from 1."),
+            OpenApiParameter("page_size", int, description="Rows per page (default 50, max 200)."),
+        ],
+        responses={200: WorkloadSerializer(many=True), **error_responses(400, 404)},
+        examples=[
+            OpenApiExample(
+                "a page",
+                value={
+                    "count": 1,
+                    "next": None,
+                    "previous": None,
+                    "results": [WORKLOAD_EXAMPLE],
+                },
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request: Request) -> Response:
+        filters = WorkloadFilters()
+        if request.query_params.keys() - {"page", "page_size"}:  # (most calls only page)
+            query = WorkloadListQuerySerializer(data=request.query_params)
+            query.is_valid(raise_exception=True)
+            filters = query.filters()
+        listing = WorkloadListing(_actor(request), filters, ROW_VALUES)
+        paginator = self.pagination_class()
+        expected = paginator.requested_slice(request)
+        if expected is not None:
+            listing.expect(offset=expected[0], limit=expected[1])
+        values: list[dict[str, Any]] | None = paginator.paginate_queryset(
+            listing,  # type: ignore[arg-type]  # sized and sliceable, as the paginator needs
+            request,
+            view=self,
+        )
+        assert values is not None  # the paginator always pages
+        return paginator.get_paginated_response(workload_rows(values))
+
+    @extend_schema(
+        operation_id="workloads_create",
+        summary="Submit a notebook, training job or sweep",
+        description=(
+            "Records the request; it waits as pending/queued until the scheduler admits it. "
+            "Quota, priority-class and fraction rules are checked and reported per field."
+        ),
+        parameters=[IDEMPOTENCY_HEADER],
+        request=WorkloadCreateSerializer,
+        responses={
+            201: OpenApiResponse(WorkloadSerializer, description="Submitted (or replayed)."),
+            **error_responses(400, 403, 413),
+            422: OpenApiResponse(
+                response=error_responses(400)[400].response,
+                description="The Idempotency-Key was used before with a different body.",
+            ),
+        },
+        examples=[
+            OpenApiExample(
+                "notebook",
+                value={
+                    "kind": "notebook",
+                    "name": "explore",
+                    "team": "vision",
+                    "gpu_class": "A100-80GB",
+                    "image": "JupyterLab PyTorch",
+                    "gpu_milli": 500,
+                    "idle_timeout_seconds": 3600,
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "training job on 2 nodes",
+                value={
+                    "kind": "training",
+                    "name": "resnet50-baseline",
+                    "team": "vision",
+                    "gpu_class": "H100-80GB",
+                    "image": "PyTorch training",
+                    "gpu_milli": 2000,
+                    "replicas": 2,
+                    "command": ["torchrun", "train.py"],
+                    "args": ["--epochs", "90"],
+                    "env": {"WANDB_MODE": "offline"},
+                    "max_runtime_seconds": 86400,
+                    "retries": 1,
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "sweep",
+                value={
+                    "kind": "sweep",
+                    "name": "lr-sweep",
+                    "gpu_class": "L40S-48GB",
+                    "image": "PyTorch training",
+                    "gpu_milli": 1000,
+                    "command": ["python", "train.py"],
+                    "grid": {"lr": ["0.1", "0.01"], "batch": ["32", "64"]},
+                },
+                request_only=True,
+            ),
+            OpenApiExample("submitted", value=WORKLOAD_EXAMPLE, response_only=True),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        actor = _actor(request)
+        serializer = WorkloadCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        errors: dict[str, str] = {}
+        team = _team_for_submit(actor, data.pop("team", None), errors)
+        gpu_class = GpuClass.objects.filter(name=data.pop("gpu_class")).first()
+        if gpu_class is None:
+            errors["gpu_class"] = "No such GPU class; GET /api/v1/gpu-classes/ lists them."
+        image = Image.objects.filter(name=data.pop("image")).first()
+        if image is None:
+            errors["image"] = "No such image; GET /api/v1/images/ lists them."
+        if errors or team is None or gpu_class is None or image is None:
+            raise DjangoValidationError(errors)
+        grid = data.pop("grid", None)
+        params = {"grid": grid} if grid else {}
+
+        def submit() -> Workload:
+            return workload_submit(
+                actor=actor,
+                team=team,
+                gpu_class=gpu_class,
+                image=image,
+                params=params,
+                source_ip=client_ip(request),
+                **data,
+            )
+
+        return _create(request, actor, "submit", serializer.validated_data, submit)
+
+
+def _team_for_submit(actor: User, slug: str | None, errors: dict[str, str]) -> Team | None:
+    mine = list(teams_of(actor))
+    if slug is None:
+        if len(mine) == 1:
+            return mine[0]
+        errors["team"] = (
+            f"Say which team: you are in {', '.join(t.slug for t in mine)}."
+            if mine
+            else "You are not in any team; ask your platform team to add you."
+        )
+        return None
+    team = next((t for t in mine if t.slug == slug), None)
+    if team is None and actor.is_staff:
+        team = Team.objects.filter(slug=slug).first()
+    if team is None:
+        errors["team"] = f"You are not a member of a team “{slug}”."
+    return team
+
+
+def _create(
+    request: Request, actor: User, purpose: str, payload: Any, create: Callable[[], Workload]
+) -> Response:
+    """Create through ``create`` once per Idempotency-Key (or every time without one)."""
+    key = request.headers.get("Idempotency-Key")
+    replayed = False
+    if key is None:
+        workload = create()
+    else:
+        problem = idem.key_problem(key)
+        if problem:
+            raise DjangoValidationError({"Idempotency-Key": problem})
+        try:
+            workload, replayed = idem.workload_create_once(
+                actor=actor,
+                key=key,
+                fingerprint=idem.request_fingerprint(purpose, payload),
+                create=create,
+            )
+        except idem.IdempotencyKeyReused as exc:
+            raise IdempotencyMismatch(str(exc)) from exc
+    workload = workload_for_user(actor, workload.pk)
+    response = Response(WorkloadSerializer(workload).data, status=status.HTTP_201_CREATED)
+    response["Location"] = f"/api/v1/workloads/{workload.pk}/"
+    if key is not None:
+        response["Idempotent-Replayed"] = "true" if replayed else "false"
+    return response
+
+
+class IdempotencyMismatch(exceptions.APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = "idempotency_key_reused"
+    default_detail = "This Idempotency-Key was already used for a different request."
+
+
+# --- one workload ----------------------------------------------------------------------------
+
+
+class WorkloadDetailView(APIView):
+    @extend_schema(
+        operation_id="workloads_retrieve",
+        summary="One workload",
+        responses={200: WorkloadSerializer, **error_responses(404)},
+        examples=[OpenApiExample("queued job", value=WORKLOAD_EXAMPLE, response_only=True)],
+    )
+    def get(self, request: Request, workload_id: int) -> Response:
+        return Response(WorkloadSerializer(_visible(request, workload_id)).data)
+
+    @extend_schema(
+        operation_id="workloads_destroy",
+        summary="Delete a workload",
+        description=(
+            "Owner, team lead or admin. A workload that still runs is cancelled first and its "
+            "Kubernetes objects are removed; it disappears from every list. Its GPU-hours stay "
+            "in the accounting and the audit trail."
+        ),
+        responses={204: None, **error_responses(403, 404)},
+    )
+    def delete(self, request: Request, workload_id: int) -> Response:
+        workload = _visible(request, workload_id)
+        workload_delete(actor=_actor(request), workload=workload, source_ip=client_ip(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+_ACTION_ERRORS = error_responses(403, 404, 409)
+
+
+class WorkloadCancelView(APIView):
+    @extend_schema(
+        operation_id="workloads_cancel",
+        summary="Cancel a workload",
+        description="Owner, team lead or admin. Its Kubernetes objects are removed.",
+        request=CancelSerializer,
+        responses={200: WorkloadSerializer, **_ACTION_ERRORS, **error_responses(400)},
+        examples=[
+            OpenApiExample("with a reason", value={"reason": "wrong dataset"}, request_only=True),
+            OpenApiExample(
+                "cancelled",
+                value={**WORKLOAD_EXAMPLE, "state": "cancelled", "last_reason": "wrong dataset"},
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request, workload_id: int) -> Response:
+        return _managed(request, workload_id, workload_cancel, body=CancelSerializer)
+
+
+class WorkloadSuspendView(APIView):
+    @extend_schema(
+        operation_id="workloads_suspend",
+        summary="Suspend a notebook",
+        description="Stops a running notebook and keeps its files; resume it later.",
+        request=None,
+        responses={200: WorkloadSerializer, **_ACTION_ERRORS},
+        examples=[OpenApiExample("suspended", value=NOTEBOOK_SUSPENDED, response_only=True)],
+    )
+    def post(self, request: Request, workload_id: int) -> Response:
+        return _managed(request, workload_id, workload_suspend)
+
+
+class WorkloadResumeView(APIView):
+    @extend_schema(
+        operation_id="workloads_resume",
+        summary="Resume a suspended notebook",
+        description="Queues it again; it starts when the scheduler finds a GPU.",
+        request=None,
+        responses={200: WorkloadSerializer, **_ACTION_ERRORS},
+        examples=[
+            OpenApiExample(
+                "queued again",
+                value={
+                    **NOTEBOOK_SUSPENDED,
+                    "state": "queued",
+                    "last_reason": "Resumed by alice; waiting for a GPU.",
+                },
+                response_only=True,
+            )
+        ],
+    )
+    def post(self, request: Request, workload_id: int) -> Response:
+        return _managed(request, workload_id, workload_resume)
+
+
+class WorkloadCloneView(APIView):
+    @extend_schema(
+        operation_id="workloads_clone",
+        summary="Submit a copy of a workload",
+        description="Same request under a new name; quota rules apply again.",
+        parameters=[IDEMPOTENCY_HEADER],
+        request=CloneSerializer,
+        responses={201: WorkloadSerializer, **error_responses(400, 403, 404)},
+        examples=[
+            OpenApiExample("rename", value={"name": "resnet50-rerun"}, request_only=True),
+            OpenApiExample(
+                "the copy",
+                value={**WORKLOAD_EXAMPLE, "id": 43, "name": "resnet50-rerun", "state": "pending"},
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request, workload_id: int) -> Response:
+        actor = _actor(request)
+        workload = _visible(request, workload_id)
+        body = CloneSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        name = body.validated_data.get("name")
+
+        def clone() -> Workload:
+            return workload_clone(
+                actor=actor, workload=workload, name=name, source_ip=client_ip(request)
+            )
+
+        return _create(request, actor, f"clone:{workload.pk}", {"name": name}, clone)
+
+
+# --- logs and events -------------------------------------------------------------------------
+
+
+class PlainTextRenderer(BaseRenderer):
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        if isinstance(data, dict) and "message" in data:
+            return f"{data.get('code', 'error')}: {data['message']}\n".encode()
+        return str(data).encode()
+
+
+class LogsQuerySerializer(serializers.Serializer):
+    tail = serializers.IntegerField(min_value=1, max_value=10_000, default=200)
+    follow = serializers.BooleanField(default=False)
+    replica = serializers.IntegerField(min_value=0, max_value=10_000, default=0)
+
+
+class WorkloadLogsView(APIView):
+    renderer_classes = [FastJSONRenderer, PlainTextRenderer]
+
+    @extend_schema(
+        operation_id="workloads_logs",
+        summary="Container logs",
+        description=(
+            "The last `tail` lines of one replica's main container, as plain text with "
+            "timestamps. With `follow=true` the response streams new lines until the "
+            "container stops or the client disconnects. 409 when there are no logs to show "
+            "(not placed yet, no pod, or the cluster does not serve logs)."
+        ),
+        parameters=[LogsQuerySerializer],
+        responses={
+            (200, "text/plain"): OpenApiResponse(
+                OpenApiTypes.STR,
+                examples=[
+                    OpenApiExample(
+                        "lines",
+                        value="2025-01-01T12:00:05Z epoch 1/90 loss=2.31\n",
+                        response_only=True,
+                    )
+                ],
+            ),
+            **error_responses(400, 404, 409),
+        },
+    )
+    def get(self, request: Request, workload_id: int) -> StreamingHttpResponse:
+        workload = _visible(request, workload_id)
+        query = LogsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        opts = query.validated_data
+        lines = workload_logs(
+            workload=workload,
+            tail_lines=opts["tail"],
+            follow=opts["follow"],
+            replica=opts["replica"],
+        )
+        # The generator talks to the cluster on its first step: take it here, so that "no
+        # logs" is a 409 with the error shape rather than a broken 200 stream.
+        try:
+            first = list(_take_one(lines))
+        except LogsUnavailable as exc:
+            raise Conflict(str(exc), code="logs_unavailable") from exc
+        response = StreamingHttpResponse(
+            (f"{line}\n" for line in chain(first, _until_unavailable(lines))),
+            content_type="text/plain; charset=utf-8",
+        )
+        response["Cache-Control"] = "no-store"
+        response["X-Accel-Buffering"] = "no"  # let proxies pass followed lines at once
+        return response
+
+
+def _take_one(lines: Iterator[str]) -> Iterator[str]:
+    for line in lines:
+        yield line
+        return
+
+
+def _until_unavailable(lines: Iterator[str]) -> Iterator[str]:
+    """The rest of the stream; a cluster failure mid-stream ends it with a last line."""
+    try:
+        yield from lines
+    except LogsUnavailable as exc:
+        yield f"[gpupaas] log stream ended: {exc}"
+
+
+class WorkloadEventsView(APIView):
+    @extend_schema(
+        operation_id="workloads_events",
+        summary="State changes and Kubernetes events",
+        responses={200: WorkloadEventsSerializer, **error_responses(404)},
+        examples=[
+            OpenApiExample(
+                "events",
+                value={
+                    "events": [
+                        {
+                            "created_at": "2025-01-01T12:00:00Z",
+                            "from_state": "",
+                            "to_state": "pending",
+                            "reason": "Submitted.",
+                            "actor": "alice",
+                        }
+                    ],
+                    "cluster_events": [
+                        {
+                            "time": "2025-01-01T12:01:00Z",
+                            "type": "Normal",
+                            "reason": "Scheduled",
+                            "message": "Successfully assigned team-vision/wl-42-0 to gpu-node-1",
+                            "object": "Pod/wl-42-0",
+                            "count": 1,
+                        }
+                    ],
+                    "cluster_events_unavailable": None,
+                },
+                response_only=True,
+            )
+        ],
+    )
+    def get(self, request: Request, workload_id: int) -> Response:
+        workload = _visible(request, workload_id)
+        events = workload.events.select_related("actor").order_by("created_at", "id")
+        cluster_events: list[Any] = []
+        unavailable: str | None = None
+        if workload.cluster_id is None and not workload.k8s_objects:
+            unavailable = "The workload has not been placed on a cluster yet."
+        else:
+            try:
+                cluster_events = workload_events(workload=workload)
+            except (LogsUnavailable, ClusterUnreachable, ApiException) as exc:
+                unavailable = (
+                    str(exc)
+                    if isinstance(exc, LogsUnavailable)
+                    else ("The cluster did not answer; try again in a moment.")
+                )
+        return Response(
+            {
+                "events": WorkloadEventSerializer(events, many=True).data,
+                "cluster_events": ClusterEventSerializer(cluster_events, many=True).data,
+                "cluster_events_unavailable": unavailable,
+            }
+        )

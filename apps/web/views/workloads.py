@@ -1,0 +1,544 @@
+"""Portal pages for workloads: dashboard, request forms, workload page, live partials.
+
+Views are thin: they validate input, call one service or selector and render. Every
+workload view looks the workload up through ``workload_for_user``, so another team's ids
+give 404 whatever the URL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from apps.accounts.models import User
+from apps.accounts.selectors import memberships_of, teams_of
+from apps.catalog.models import GpuClass
+from apps.catalog.selectors import gpu_class_capacity
+from apps.common.http import client_ip
+from apps.orchestration.observability import LogsUnavailable, workload_events, workload_logs
+from apps.orchestration.selectors import gpu_class_spec
+from apps.quotas.core import format_milli
+from apps.quotas.selectors import quota_bars_for_teams
+from apps.web.forms.workloads import (
+    REQUEST_FORMS,
+    SizingForm,
+    TemplateSaveForm,
+    WorkloadRequestForm,
+)
+from apps.workloads import core, sizing
+from apps.workloads.models import RequestTemplate, Workload
+from apps.workloads.selectors import (
+    NotebookUnavailable,
+    notebook_path,
+    notebook_token,
+    request_template_for_user,
+    request_templates_for,
+    waiting_workloads_for_teams,
+    workload_for_user,
+    workload_may_manage,
+    workload_may_open,
+    workloads_visible_to,
+)
+from apps.workloads.services import (
+    request_template_delete,
+    request_template_save,
+    workload_cancel,
+    workload_clone,
+    workload_resume,
+    workload_submit,
+    workload_suspend,
+)
+
+LOG_TAIL_LINES = 200
+
+
+def _user(request: HttpRequest) -> User:
+    return request.user  # type: ignore[return-value]
+
+
+def _workload(request: HttpRequest, workload_id: int) -> Workload:
+    try:
+        return workload_for_user(_user(request), workload_id)
+    except Workload.DoesNotExist:
+        raise Http404("No such workload.") from None
+
+
+def _is_htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _safe_next(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return default
+
+
+# --- dashboard ------------------------------------------------------------------------------
+
+
+def gpu_label(workload: Workload) -> str:
+    return sizing.request_label(workload.gpu_milli, workload.replicas, workload.gpu_class.name)
+
+
+def _labelled(workloads: Iterable[Workload]) -> list[Workload]:
+    rows = list(workloads)
+    for w in rows:
+        w.gpu_label = gpu_label(w)  # type: ignore[attr-defined]
+    return rows
+
+
+def _dashboard_workloads(user: User) -> dict[str, Any]:
+    teams = list(teams_of(user))
+    return {
+        "workloads": _labelled(workloads_visible_to(user).filter(owner=user)[:50]),
+        "waiting": _labelled(waiting_workloads_for_teams(teams)[:50]),
+    }
+
+
+def _dashboard_capacity(user: User) -> dict[str, Any]:
+    capacity = [
+        {
+            "name": c.gpu_class.name,
+            "sharing": c.gpu_class.get_sharing_mode_display(),
+            "free": format_milli(c.free_milli),
+            "total": format_milli(c.capacity_milli),
+            "nodes": c.nodes,
+        }
+        for c in gpu_class_capacity()
+    ]
+    return {"quota_bars": quota_bars_for_teams(teams_of(user)), "capacity": capacity}
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    memberships = list(memberships_of(user))
+    if not memberships and not user.is_staff:
+        return redirect("accounts:no-team")
+    context = {
+        "memberships": memberships,
+        **_dashboard_workloads(user),
+        **_dashboard_capacity(user),
+    }
+    return render(request, "workloads/home.html", context)
+
+
+@login_required
+@require_GET
+def dashboard_workloads_partial(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "workloads/_dashboard_workloads.html", _dashboard_workloads(_user(request))
+    )
+
+
+@login_required
+@require_GET
+def dashboard_capacity_partial(request: HttpRequest) -> HttpResponse:
+    return render(
+        request, "workloads/_dashboard_capacity.html", _dashboard_capacity(_user(request))
+    )
+
+
+# --- new request ------------------------------------------------------------------------------
+
+
+def _form_class(kind: str) -> type[WorkloadRequestForm]:
+    form_class = REQUEST_FORMS.get(kind)
+    if form_class is None:
+        raise Http404("No such kind of workload.")
+    return form_class
+
+
+def _request_page(
+    request: HttpRequest,
+    form: WorkloadRequestForm,
+    template_form: TemplateSaveForm,
+    *,
+    status: int = 200,
+    template: RequestTemplate | None = None,
+) -> HttpResponse:
+    user = _user(request)
+    return render(
+        request,
+        "workloads/new.html",
+        {
+            "form": form,
+            "kind": form.kind,
+            "kinds": [(k, f.title) for k, f in REQUEST_FORMS.items()],
+            "template_form": template_form,
+            "templates": request_templates_for(user, kind=form.kind),
+            "template": template,
+            "sizing_form": SizingForm(),
+        },
+        status=status,
+    )
+
+
+@login_required
+@require_GET
+def workload_new_start(request: HttpRequest) -> HttpResponse:
+    return redirect("workload-new", kind=core.KIND_NOTEBOOK)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def workload_new(request: HttpRequest, kind: str) -> HttpResponse:
+    """One form per kind. POST ``action=submit`` submits; ``action=save-template`` saves the
+    request as a named template. On any error the page comes back with everything typed."""
+    user = _user(request)
+    form_class = _form_class(kind)
+    if not user.is_staff and not memberships_of(user).exists():
+        return redirect("accounts:no-team")
+    if request.method == "GET":
+        template = None
+        initial: dict[str, Any] = {}
+        if request.GET.get("template"):
+            template = _template(request, request.GET["template"])
+            if template.kind != kind:
+                return redirect(
+                    f"{reverse('workload-new', args=[template.kind])}?template={template.pk}"
+                )
+            initial.update(template.values)
+        for name in ("gpu_class", "gpu_milli"):  # "use this" links of the sizing helper
+            if request.GET.get(name):
+                initial[name] = request.GET[name]
+        form = form_class(user=user, initial=initial)
+        return _request_page(request, form, TemplateSaveForm(prefix="template"), template=template)
+
+    form = form_class(request.POST, user=user)
+    template_form = TemplateSaveForm(prefix="template")
+    if request.POST.get("action") == "save-template":
+        template_form = TemplateSaveForm(request.POST, prefix="template")
+        if form.is_valid() and template_form.is_valid():
+            try:
+                saved = request_template_save(
+                    actor=user,
+                    name=template_form.cleaned_data["name"],
+                    kind=kind,
+                    values=form.template_values(),
+                    team=form.cleaned_data["team"] if template_form.cleaned_data["share"] else None,
+                )
+            except ValidationError as exc:
+                for errors in exc.message_dict.values():
+                    template_form.add_error("name", list(errors))
+            else:
+                messages.success(request, f"Template “{saved.name}” saved.")
+                return redirect(f"{reverse('workload-new', args=[kind])}?template={saved.pk}")
+        return _request_page(request, form, template_form, status=400)
+
+    if form.is_valid():
+        try:
+            workload = workload_submit(
+                actor=user, source_ip=client_ip(request), **form.submit_kwargs()
+            )
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(form.error_field(field), list(errors))
+        except PermissionDenied as exc:
+            form.add_error("team", str(exc))
+        else:
+            messages.success(request, f"“{workload.name}” submitted.")
+            return redirect("workload-detail", workload_id=workload.pk)
+    return _request_page(request, form, template_form, status=400)
+
+
+@login_required
+@require_GET
+def workload_new_gpu_fields(request: HttpRequest, kind: str) -> HttpResponse:
+    """The GPU class, amount and preview fields again, for the class and amount chosen now."""
+    form = _form_class(kind)(user=_user(request), initial=request.GET.dict())
+    return render(request, "workloads/_gpu_fields.html", {"form": form, "kind": kind})
+
+
+@login_required
+@require_GET
+def sizing_helper(request: HttpRequest) -> HttpResponse:
+    form = SizingForm(request.GET or None)
+    estimate = None
+    if form.is_valid():
+        estimate = sizing.size_request(
+            params_billions=float(form.cleaned_data["params_billions"]),
+            precision=form.cleaned_data["precision"],
+            task=form.cleaned_data["task"],
+            classes=[
+                sizing.SizingClass(c.pk, float(c.hourly_cost), gpu_class_spec(c))
+                for c in GpuClass.objects.filter(enabled=True).order_by("name")
+            ],
+        )
+    kind = request.GET.get("kind")
+    context = {
+        "sizing_form": form,
+        "estimate": estimate,
+        "kind": kind if kind in REQUEST_FORMS else core.KIND_NOTEBOOK,
+        "inline": request.GET.get("inline") == "1",
+    }
+    if _is_htmx(request):
+        return render(request, "workloads/_sizing_result.html", context)
+    return render(request, "workloads/sizing.html", context)
+
+
+# --- request templates ------------------------------------------------------------------------
+
+
+def _template(request: HttpRequest, template_id: Any) -> RequestTemplate:
+    try:
+        return request_template_for_user(_user(request), int(template_id))
+    except (RequestTemplate.DoesNotExist, ValueError):
+        raise Http404("No such template.") from None
+
+
+@login_required
+@require_GET
+def template_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "workloads/templates.html",
+        {"templates": request_templates_for(_user(request)), "user_id": request.user.pk},
+    )
+
+
+@login_required
+@require_POST
+def template_delete(request: HttpRequest, template_id: int) -> HttpResponse:
+    template = _template(request, template_id)
+    try:
+        request_template_delete(actor=_user(request), template=template)
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Template “{template.name}” deleted.")
+    return HttpResponseRedirect(reverse("template-list"))
+
+
+# --- one workload -----------------------------------------------------------------------------
+
+
+def duration_label(seconds: int | None) -> str:
+    """3600 → "1 h", 5400 → "1 h 30 min", 600 → "10 min"."""
+    if not seconds:
+        return ""
+    hours, rest = divmod(int(seconds), 3600)
+    minutes = rest // 60
+    parts = [f"{hours} h"] if hours else []
+    if minutes or not parts:
+        parts.append(f"{minutes} min")
+    return " ".join(parts)
+
+
+def placement_rows(placement: Any) -> list[dict[str, str]]:
+    """The scheduler's placement JSON as one row per replica: node and GPUs in words."""
+    replicas = placement.get("replicas") if isinstance(placement, dict) else None
+    rows = []
+    for entry in replicas or []:
+        if not isinstance(entry, dict) or not entry.get("node"):
+            continue
+        gpus = ", ".join(f"GPU {g}" for g in entry.get("gpus") or [])
+        if entry.get("mig_profile"):
+            gpus = f"{gpus} · MIG {entry['mig_profile']}".strip(" ·")
+        rows.append({"node": str(entry["node"]), "gpus": gpus or "—"})
+    return rows
+
+
+def _status_context(request: HttpRequest, workload: Workload) -> dict[str, Any]:
+    user = _user(request)
+    return {
+        "workload": workload,
+        "events": workload.events.select_related("actor"),
+        "may_manage": workload_may_manage(user, workload),
+        "may_open": workload_may_open(user, workload),
+        "gpu_label": gpu_label(workload),
+        "gpu_description": sizing.describe_amount(
+            workload.gpu_milli, gpu_class_spec(workload.gpu_class)
+        ),
+        "placement": placement_rows(workload.placement),
+        "max_runtime": duration_label(workload.max_runtime_seconds),
+        "idle_timeout": duration_label(workload.idle_timeout_seconds),
+        "waiting": workload.state in core.WAITING_STATES | {core.PREEMPTED},
+        "live": not workload.is_terminal,
+    }
+
+
+@login_required
+@require_GET
+def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload = _workload(request, workload_id)
+    context = _status_context(request, workload)
+    return render(request, "workloads/detail.html", context)
+
+
+@login_required
+@require_GET
+def workload_status_partial(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload = _workload(request, workload_id)
+    return render(request, "workloads/_status.html", _status_context(request, workload))
+
+
+@login_required
+@require_GET
+def workload_events_partial(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload = _workload(request, workload_id)
+    try:
+        events, problem = workload_events(workload=workload), None
+    except LogsUnavailable as exc:
+        events, problem = [], str(exc)
+    return render(
+        request,
+        "workloads/_events.html",
+        {"workload": workload, "cluster_events": events, "problem": problem},
+    )
+
+
+@login_required
+@require_GET
+def workload_logs_partial(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload = _workload(request, workload_id)
+    try:
+        lines, problem = list(workload_logs(workload=workload, tail_lines=LOG_TAIL_LINES)), None
+    except LogsUnavailable as exc:
+        lines, problem = [], str(exc)
+    return render(
+        request,
+        "workloads/_logs.html",
+        {"workload": workload, "lines": lines, "problem": problem, "tail": LOG_TAIL_LINES},
+    )
+
+
+def _sse(event: str, data: str) -> str:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n"
+
+
+@login_required
+@require_GET
+def workload_logs_stream(request: HttpRequest, workload_id: int) -> StreamingHttpResponse:
+    """Live follow as server-sent events: ``line`` events, then ``end`` or ``unavailable``."""
+    workload = _workload(request, workload_id)
+
+    def stream() -> Iterator[str]:
+        try:
+            for line in workload_logs(workload=workload, tail_lines=50, follow=True):
+                yield _sse("line", line)
+        except LogsUnavailable as exc:
+            yield _sse("unavailable", str(exc))
+            return
+        yield _sse("end", "The log stream ended (the container stopped).")
+
+    response = StreamingHttpResponse(stream(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-store"
+    response["X-Accel-Buffering"] = "no"  # let a proxy pass lines through as they come
+    return response
+
+
+def _action(
+    request: HttpRequest, workload_id: int, service: Any, done: str
+) -> HttpResponseRedirect:
+    workload = _workload(request, workload_id)
+    target = _safe_next(request, reverse("workload-detail", args=[workload.pk]))
+    try:
+        service(actor=_user(request), workload=workload, source_ip=client_ip(request))
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, done.format(name=workload.name))
+    return HttpResponseRedirect(target)
+
+
+@login_required
+@require_POST
+def workload_cancel_view(request: HttpRequest, workload_id: int) -> HttpResponse:
+    return _action(request, workload_id, workload_cancel, "“{name}” cancelled.")
+
+
+@login_required
+@require_POST
+def workload_suspend_view(request: HttpRequest, workload_id: int) -> HttpResponse:
+    return _action(
+        request, workload_id, workload_suspend, "“{name}” suspended; its files are kept."
+    )
+
+
+@login_required
+@require_POST
+def workload_resume_view(request: HttpRequest, workload_id: int) -> HttpResponse:
+    return _action(request, workload_id, workload_resume, "“{name}” queued again.")
+
+
+@login_required
+@require_POST
+def workload_clone_view(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload = _workload(request, workload_id)
+    try:
+        clone = workload_clone(
+            actor=_user(request), workload=workload, source_ip=client_ip(request)
+        )
+    except PermissionDenied as exc:
+        messages.error(request, str(exc))
+    except ValidationError as exc:
+        messages.error(request, "Could not clone: " + " ".join(exc.messages))
+    else:
+        messages.success(request, f"Submitted “{clone.name}”, a copy of “{workload.name}”.")
+        return redirect("workload-detail", workload_id=clone.pk)
+    return redirect("workload-detail", workload_id=workload.pk)
+
+
+@login_required
+@require_GET
+def workload_open(request: HttpRequest, workload_id: int) -> HttpResponse:
+    """Open a notebook: read its token from the cluster now and redirect to it.
+
+    Owner and admins only: teammates see the notebook's page but get 403 here, outsiders 404.
+    The token is never logged, stored or put in a page; only the redirect carries it.
+    """
+    user = _user(request)
+    workload = _workload(request, workload_id)
+    if workload.kind != core.KIND_NOTEBOOK:
+        raise Http404("Only notebooks can be opened.")
+    if not workload_may_open(user, workload):
+        raise PermissionDenied("Only the notebook's owner and platform admins may open it.")
+    path = notebook_path(workload)
+    problem = None
+    if workload.state != core.RUNNING:
+        problem = f"The notebook is {workload.get_state_display().lower()}, not running."
+    elif not settings.NOTEBOOK_HOST:
+        problem = "No ingress host is configured for notebooks (NOTEBOOK_HOST is empty)."
+    else:
+        try:
+            token = notebook_token(workload)
+        except NotebookUnavailable as exc:
+            problem = str(exc)
+        else:
+            host = settings.NOTEBOOK_HOST.rstrip("/")
+            base = host if "://" in host else f"https://{host}"
+            redirect_to = HttpResponseRedirect(f"{base}{path}?token={token}")
+            redirect_to["Cache-Control"] = "no-store"
+            redirect_to["Referrer-Policy"] = "no-referrer"
+            return redirect_to
+    response = render(
+        request,
+        "workloads/open.html",
+        {"workload": workload, "path": path, "problem": problem},
+    )
+    response["Cache-Control"] = "no-store"
+    return response

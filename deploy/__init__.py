@@ -1,0 +1,1 @@
+"""Deployment files; the Python development tools live in deploy.devtools."""

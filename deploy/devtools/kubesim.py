@@ -1,0 +1,397 @@
+"""Build and run kubesim: a real Kubernetes control plane on 127.0.0.1 with simulated GPU nodes.
+
+The Go sources live in ``deploy/kubesim``. The built binary is cached outside git, keyed by a
+sha256 of go.mod, go.sum, the Go sources and the embedded topology files:
+``${KUBESIM_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/gpupaas/kubesim}/<hash>/kubesim``.
+
+Command line::
+
+    python -m deploy.devtools.kubesim build            # prints the binary path
+    python -m deploy.devtools.kubesim up --data-dir DIR [--topology FILE]
+
+Environment:
+
+* ``KUBESIM_BINARY``: use this binary, never build.
+* ``KUBESIM_GO``: the ``go`` command to build with (default: ``go`` on PATH, then
+  /usr/local/go/bin/go).
+* ``KUBESIM_CACHE_DIR``: where built binaries are cached.
+* ``KUBESIM_BUILD_JOBS``: ``go build -p`` (default: number of CPUs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SOURCE_DIR = REPO_ROOT / "deploy" / "kubesim"
+TOPOLOGY_DIR = SOURCE_DIR / "topologies"
+DEFAULT_TOPOLOGY = TOPOLOGY_DIR / "default.yaml"
+TINY_TOPOLOGY = TOPOLOGY_DIR / "tiny.yaml"
+BINARY_NAME = "kubesim"
+DEFAULT_START_TIMEOUT = 300.0
+
+
+class KubesimError(RuntimeError):
+    """kubesim could not be built or did not come up."""
+
+
+class ToolchainMissingError(KubesimError):
+    """No Go toolchain to build kubesim with."""
+
+
+# ---------------------------------------------------------------------------------------------
+# building
+
+
+def cache_root() -> Path:
+    env = os.environ.get("KUBESIM_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg).expanduser() / "gpupaas" / "kubesim"
+
+
+def _source_files(source_dir: Path) -> list[Path]:
+    files = [source_dir / "go.mod", source_dir / "go.sum"]
+    for path in sorted(source_dir.rglob("*")):
+        rel = path.relative_to(source_dir)
+        if not path.is_file() or rel.parts[0] in {"bin", ".git"}:
+            continue
+        embedded = rel.parts[0] == "topologies" and path.suffix in {".yaml", ".yml"}
+        if path.suffix == ".go" or embedded:
+            files.append(path)
+    return files
+
+
+def source_hash(source_dir: Path = SOURCE_DIR) -> str:
+    """sha256 over go.mod, go.sum, every *.go file and the embedded topology files."""
+    digest = hashlib.sha256()
+    for path in _source_files(source_dir):
+        rel = path.relative_to(source_dir).as_posix()
+        data = path.read_bytes()
+        digest.update(f"{rel}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def cached_binary_path(source_dir: Path = SOURCE_DIR) -> Path:
+    return cache_root() / source_hash(source_dir)[:32] / BINARY_NAME
+
+
+def find_go() -> str | None:
+    """``$KUBESIM_GO`` if set (and then only it), else ``go`` on PATH or /usr/local/go/bin/go."""
+    explicit = os.environ.get("KUBESIM_GO")
+    candidates: list[str | None] = (
+        [explicit] if explicit else [shutil.which("go"), "/usr/local/go/bin/go"]
+    )
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def require_go() -> str:
+    go = find_go()
+    if go is not None:
+        return go
+    explicit = os.environ.get("KUBESIM_GO")
+    where = (
+        f"$KUBESIM_GO={explicit} is not an executable"
+        if explicit
+        else "no `go` on PATH and no /usr/local/go/bin/go"
+    )
+    raise ToolchainMissingError(
+        f"the Go toolchain (go >= 1.26) is needed to build deploy/kubesim: {where} "
+        f"(and no cached binary at {cached_binary_path()})"
+    )
+
+
+def kubernetes_version(source_dir: Path = SOURCE_DIR) -> str:
+    """The k8s.io/kubernetes version pinned in go.mod, e.g. ``v1.36.3``."""
+    text = (source_dir / "go.mod").read_text()
+    match = re.search(r"^\s*k8s\.io/kubernetes\s+(v\d+\.\d+\.\d+)\s*$", text, re.MULTILINE)
+    if not match:
+        raise KubesimError("k8s.io/kubernetes is not pinned in deploy/kubesim/go.mod")
+    return match.group(1)
+
+
+def build_ldflags(version: str) -> str:
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return " ".join(flags)
+
+
+def build(output: Path, *, source_dir: Path = SOURCE_DIR, log: Path | None = None) -> None:
+    """Run ``go build`` for kubesim into ``output`` (no caching, no locking)."""
+    go = require_go()
+    env = dict(os.environ)
+    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"})
+    jobs = os.environ.get("KUBESIM_BUILD_JOBS") or str(os.cpu_count() or 2)
+    cmd = [
+        go, "build", "-p", jobs, "-trimpath",
+        "-ldflags", build_ldflags(kubernetes_version(source_dir)),
+        "-o", str(output), ".",
+    ]  # fmt: skip
+    output.parent.mkdir(parents=True, exist_ok=True)
+    log_path = log or output.parent / "build.log"
+    with log_path.open("wb") as log_file:
+        result = subprocess.run(
+            cmd, cwd=source_dir, env=env, stdout=log_file, stderr=subprocess.STDOUT, check=False
+        )
+    if result.returncode != 0:
+        raise KubesimError(
+            f"building kubesim failed (exit {result.returncode}): {' '.join(cmd)}\n"
+            f"{_tail(log_path, 60)}"
+        )
+
+
+def ensure_binary(*, verbose: bool = True) -> Path:
+    """Return the kubesim binary, building it when the cached one is missing or stale.
+
+    Parallel callers (pytest-xdist workers) serialise on a file lock, so it is built once.
+    """
+    override = os.environ.get("KUBESIM_BINARY")
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise KubesimError(f"KUBESIM_BINARY={override} does not exist")
+        return path
+    target = cached_binary_path()
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    require_go()
+    with _file_lock(target.parent / ".lock"):
+        if target.is_file():
+            return target
+        if verbose:
+            print(
+                f"kubesim: building {target} (a cold build takes ~10 minutes on 2 cores)",
+                file=sys.stderr,
+                flush=True,
+            )
+        started = time.monotonic()
+        tmp = target.with_name(f".{BINARY_NAME}.{os.getpid()}.tmp")
+        try:
+            build(tmp, log=target.parent / "build.log")
+            tmp.replace(target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        if verbose:
+            print(
+                f"kubesim: built in {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True
+            )
+    return target
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+@dataclass
+class Kubesim:
+    """A running ``kubesim up``. Use as a context manager or call :meth:`stop`."""
+
+    process: subprocess.Popen[bytes]
+    data_dir: Path
+    kubeconfig: Path
+    server: str
+    ports: dict[str, int]
+    nodes: list[str] = field(default_factory=list)
+    ready_seconds: float = 0.0
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM ``kubesim up`` (it stops its components in reverse order); SIGKILL on timeout.
+
+        The components die with it either way (parent-death signal). Returns the exit code.
+        """
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        return self.process.returncode
+
+    def logs_tail(self, lines: int = 40) -> str:
+        return _logs_tail(self.data_dir, lines)
+
+    def __enter__(self) -> Kubesim:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def start(
+    data_dir: Path | str,
+    topology: Path | str | None = None,
+    timeout: float = DEFAULT_START_TIMEOUT,
+    *,
+    extra_args: Sequence[str] = (),
+    watch_parent: bool = True,
+) -> Kubesim:
+    """Start ``kubesim up`` in a new session and wait until DATA_DIR/READY appears.
+
+    ``topology`` defaults to the embedded topologies/default.yaml. With ``watch_parent`` the
+    cluster also stops when this Python process dies without calling :meth:`Kubesim.stop`.
+    Raises :class:`KubesimError` with the tail of the logs when it fails or times out.
+    """
+    binary = ensure_binary()
+    data = Path(data_dir).resolve()
+    (data / "logs").mkdir(parents=True, exist_ok=True)
+    ready = data / "READY"
+    ready.unlink(missing_ok=True)
+    cmd = [str(binary), "up", "--data-dir", str(data)]
+    if topology is not None:
+        cmd += ["--topology", str(Path(topology).resolve())]
+    if watch_parent:
+        cmd += ["--watch-pid", str(os.getpid())]
+    cmd += list(extra_args)
+    console = data / "logs" / "up.console.log"
+    with console.open("ab") as out:
+        process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while True:
+        if ready.is_file():
+            try:
+                info = json.loads(ready.read_text())
+            except ValueError:
+                info = None
+            if info is not None:
+                return Kubesim(
+                    process=process,
+                    data_dir=data,
+                    kubeconfig=Path(info["kubeconfig"]),
+                    server=info["server"],
+                    ports={k: int(v) for k, v in info["ports"].items()},
+                    nodes=list(info.get("nodes", [])),
+                    ready_seconds=float(info.get("ready_seconds", 0.0)),
+                )
+        code = process.poll()
+        if code is not None:
+            raise KubesimError(
+                f"kubesim up exited with {code} before READY ({' '.join(cmd)})\n{_logs_tail(data)}"
+            )
+        if time.monotonic() > deadline:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            raise KubesimError(f"kubesim not READY after {timeout:.0f}s\n{_logs_tail(data)}")
+        time.sleep(0.2)
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"({path}: {exc})"
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def _logs_tail(data_dir: Path, lines: int = 40) -> str:
+    logs = data_dir / "logs"
+    parts = []
+    for name in ("up.console.log", "up.log"):
+        if (logs / name).is_file():
+            parts.append(f"--- {logs / name} (last {lines} lines)\n{_tail(logs / name, lines)}")
+    others = sorted(p for p in logs.glob("*.log") if not p.name.startswith("up."))
+    if others:
+        parts.append("component logs: " + ", ".join(str(p) for p in others))
+    return "\n".join(parts) or f"(no logs in {logs})"
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.devtools.kubesim", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("build", help="build kubesim if needed and print the binary path")
+    up = sub.add_parser("up", help="run the cluster in the foreground until Ctrl-C/SIGTERM")
+    up.add_argument("--data-dir", required=True, type=Path)
+    up.add_argument("--topology", type=Path, default=None)
+    up.add_argument("extra", nargs=argparse.REMAINDER, help="more `kubesim up` flags after --")
+    args = parser.parse_args(argv)
+    try:
+        binary = ensure_binary()
+    except KubesimError as exc:
+        print(f"kubesim: {exc}", file=sys.stderr)
+        return 1
+    if args.command == "build":
+        print(binary)
+        return 0
+    cmd = [str(binary), "up", "--data-dir", str(args.data_dir)]
+    if args.topology is not None:
+        cmd += ["--topology", str(args.topology)]
+    cmd += [a for a in args.extra if a != "--"]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Replace this process: Ctrl-C and SIGTERM reach `kubesim up`, which stops cleanly.
+    os.execv(str(binary), cmd)  # noqa: S606
+    return 0  # pragma: no cover
+
+
+if __name__ == "__main__":
+    sys.exit(main())
