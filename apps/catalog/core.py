@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 SHARING_WHOLE = "whole"
 SHARING_TIMESLICE = "timeslice"
@@ -16,6 +18,21 @@ IMAGE_REF_RE = re.compile(
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
 )
+
+
+@dataclass(frozen=True)
+class GpuClassSpec:
+    """A GPU class as plain data: what the scheduler, the resource mapping and the manifests
+    need to know about it (no ORM). The one description of a class outside the database."""
+
+    name: str
+    sharing_mode: str
+    memory_mib: int
+    product_label: str = ""
+    timeslice_replicas: int | None = None
+    mig_profiles: tuple[str, ...] = ()
+    hami_split_count: int | None = None
+    enabled: bool = True
 
 
 def mig_profile_memory_mib(profile: str) -> int | None:
@@ -81,6 +98,21 @@ def sharing_params_errors(
 def sort_mig_profiles(profiles: Sequence[str]) -> list[str]:
     """Profiles ordered smallest first, the order a fraction → profile mapping searches."""
     return sorted(profiles, key=lambda p: (mig_profile_memory_mib(p) or 0, p))
+
+
+def mig_profile_for(gpu_class: GpuClassSpec, gpu_milli: int) -> str | None:
+    """The smallest offered MIG profile whose memory covers ``gpu_milli`` of the GPU's memory,
+    or None when none does. The one fraction → MIG profile mapping."""
+    needed = math.ceil(gpu_class.memory_mib * gpu_milli / 1000)
+    for profile in sort_mig_profiles(gpu_class.mig_profiles):
+        if (mig_profile_memory_mib(profile) or 0) >= needed:
+            return profile
+    return None
+
+
+def largest_mig_profile(gpu_class: GpuClassSpec) -> str:
+    profiles = sort_mig_profiles(gpu_class.mig_profiles)
+    return profiles[-1] if profiles else "none"
 
 
 def image_reference_problem(reference: str) -> str | None:

@@ -58,6 +58,19 @@ class GpuClass(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def spec(self) -> core.GpuClassSpec:
+        """This class as plain data for the pure cores (scheduler, resource mapping, manifests)."""
+        return core.GpuClassSpec(
+            name=self.name,
+            sharing_mode=self.sharing_mode,
+            memory_mib=self.memory_mib,
+            product_label=self.product_label,
+            timeslice_replicas=self.timeslice_replicas,
+            mig_profiles=tuple(self.mig_profiles or ()),
+            hami_split_count=self.hami_split_count,
+            enabled=self.enabled,
+        )
+
     def clean(self) -> None:
         profiles = self.mig_profiles if isinstance(self.mig_profiles, list) else None
         if profiles is None or not all(isinstance(p, str) for p in profiles):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.catalog import core as catalog_core
-from apps.orchestration.resources import GpuClassSpec
+from apps.catalog.resources import GpuClassSpec
 from apps.workloads import core as wl
 
 Manifest = dict[str, Any]

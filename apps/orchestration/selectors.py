@@ -10,8 +10,8 @@ from django.db.models import QuerySet
 
 from apps.accounts.models import Team
 from apps.catalog.models import Cluster, ClusterNode, GpuClass
+from apps.catalog.resources import GpuClassSpec, gpu_resources
 from apps.orchestration import manifests as m
-from apps.orchestration.resources import GpuClassSpec, gpu_resources
 from apps.quotas.models import TeamQuota
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
@@ -44,15 +44,7 @@ def cluster_of(workload: Workload) -> Cluster | None:
 
 
 def gpu_class_spec(gpu_class: GpuClass) -> GpuClassSpec:
-    return GpuClassSpec(
-        name=gpu_class.name,
-        sharing_mode=gpu_class.sharing_mode,
-        memory_mib=gpu_class.memory_mib,
-        product_label=gpu_class.product_label,
-        timeslice_replicas=gpu_class.timeslice_replicas,
-        mig_profiles=tuple(gpu_class.mig_profiles or ()),
-        hami_split_count=gpu_class.hami_split_count,
-    )
+    return gpu_class.spec()
 
 
 def team_spec(team: Team) -> m.TeamSpec:

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Team
 from apps.catalog.models import Cluster, ClusterNode, GpuClass
+from apps.catalog.resources import ResourceMappingError
 from apps.common.taskqueue import enqueue
 from apps.orchestration import manifests as m
 from apps.orchestration import status as st
@@ -31,7 +32,6 @@ from apps.orchestration.kube import (
     ForeignObjectError,
     Kube,
 )
-from apps.orchestration.resources import ResourceMappingError
 from apps.orchestration.selectors import (
     GONE_STATES,
     LIVE_STATES,

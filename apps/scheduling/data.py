@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
+from apps.catalog.core import GpuClassSpec
+
 PRODUCTION = "production"
 TRAINING = "training"
 DEVELOPMENT = "development"
@@ -30,17 +32,6 @@ def priority_rank(priority: str) -> int:
         return PRIORITY_ORDER.index(priority)
     except ValueError:
         return len(PRIORITY_ORDER)
-
-
-@dataclass(frozen=True)
-class GpuClassSpec:
-    name: str
-    sharing_mode: str
-    memory_mib: int
-    timeslice_replicas: int | None = None
-    mig_profiles: tuple[str, ...] = ()
-    hami_split_count: int | None = None
-    enabled: bool = True
 
 
 @dataclass(frozen=True)

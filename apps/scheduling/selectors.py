@@ -31,15 +31,7 @@ HISTORY_HALF_LIVES = 6
 
 
 def class_spec(gpu_class: GpuClass) -> GpuClassSpec:
-    return GpuClassSpec(
-        name=gpu_class.name,
-        sharing_mode=gpu_class.sharing_mode,
-        memory_mib=gpu_class.memory_mib,
-        timeslice_replicas=gpu_class.timeslice_replicas,
-        mig_profiles=tuple(gpu_class.mig_profiles or ()),
-        hami_split_count=gpu_class.hami_split_count,
-        enabled=gpu_class.enabled,
-    )
+    return gpu_class.spec()
 
 
 def node_specs(gpu_class: GpuClass | None = None) -> list[NodeSpec]:

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 
 from apps.catalog import core as catalog_core
+from apps.catalog.core import GpuClassSpec
 from apps.quotas.core import format_milli
-from apps.scheduling.data import GpuClassSpec
 
 MILLI = 1000
 
@@ -39,15 +39,6 @@ def units_per_gpu(gpu_class: GpuClassSpec) -> int:
     return MILLI
 
 
-def mig_profile_for(gpu_class: GpuClassSpec, gpu_milli: int) -> str | None:
-    """The smallest offered profile whose memory covers the fraction's memory."""
-    needed = math.ceil(gpu_class.memory_mib * gpu_milli / MILLI)
-    for profile in catalog_core.sort_mig_profiles(gpu_class.mig_profiles):
-        if (catalog_core.mig_profile_memory_mib(profile) or 0) >= needed:
-            return profile
-    return None
-
-
 def replica_demand(
     gpu_class: GpuClassSpec, gpu_milli: int, *, cpu_milli: int = 0, memory_mib: int = 0
 ) -> Demand:
@@ -65,16 +56,11 @@ def replica_demand(
             raise DemandError(
                 f"{gpu_class.name} is partitioned with MIG: ask for at most one GPU per replica."
             )
-        profile = mig_profile_for(gpu_class, gpu_milli)
+        profile = catalog_core.mig_profile_for(gpu_class, gpu_milli)
         if profile is None:
-            largest = (
-                catalog_core.sort_mig_profiles(gpu_class.mig_profiles)[-1]
-                if gpu_class.mig_profiles
-                else "none"
-            )
             raise DemandError(
                 f"No MIG profile of {gpu_class.name} holds {format_milli(gpu_milli)} GPU; "
-                f"the largest offered is {largest}."
+                f"the largest offered is {catalog_core.largest_mig_profile(gpu_class)}."
             )
         return Demand(0, 1, cpu_milli, memory_mib, profile)
     cap = units_per_gpu(gpu_class)

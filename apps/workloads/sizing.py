@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from apps.catalog import core as catalog_core
-from apps.orchestration.resources import GpuClassSpec, ResourceMappingError, gpu_resources
+from apps.catalog.resources import GpuClassSpec, ResourceMappingError, gpu_resources
 
 PRECISION_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp8": 1.0, "int4": 0.5}
 PRECISION_LABELS: dict[str, str] = {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.catalog.resources import GpuClassSpec
 from apps.orchestration import manifests as m
-from apps.orchestration.resources import GpuClassSpec
-from tests.orchestration.test_resources import A100_HAMI, A100_MIG, H100, L40S
+from tests.catalog.test_resources import A100_HAMI, A100_MIG, H100, L40S
 
 POD_SECURITY = {
     "runAsNonRoot": True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.orchestration.resources import GpuClassSpec
+from apps.catalog.resources import GpuClassSpec
 from apps.workloads import sizing
 
 H100 = GpuClassSpec("H100-80GB", "whole", 81559, "NVIDIA-H100-80GB-HBM3")

@@ -1,4 +1,7 @@
-"""Fraction → Kubernetes resources, exactly as DESIGN.md maps each sharing mode. Pure."""
+"""Fraction → Kubernetes resources, exactly as DESIGN.md maps each sharing mode. Pure.
+
+The orchestration manifests, the scheduler's accounting and the portal's sizing helper all
+read the mapping from here."""
 
 from __future__ import annotations
 
@@ -6,23 +9,11 @@ import math
 from dataclasses import dataclass
 
 from apps.catalog import core as catalog_core
+from apps.catalog.core import GpuClassSpec
 
 
 class ResourceMappingError(ValueError):
     """A request that the class's sharing mode cannot express."""
-
-
-@dataclass(frozen=True)
-class GpuClassSpec:
-    """What the mapping needs to know about a GPU class (plain data, no ORM)."""
-
-    name: str
-    sharing_mode: str
-    memory_mib: int
-    product_label: str
-    timeslice_replicas: int | None = None
-    mig_profiles: tuple[str, ...] = ()
-    hami_split_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -35,16 +26,15 @@ class GpuResources:
 
 
 def mig_profile_for(milli: int, gpu: GpuClassSpec) -> str:
-    """The smallest offered profile whose memory covers ``milli`` of the GPU's memory."""
-    needed = math.ceil(gpu.memory_mib * milli / 1000)
-    for profile in catalog_core.sort_mig_profiles(gpu.mig_profiles):
-        if (catalog_core.mig_profile_memory_mib(profile) or 0) >= needed:
-            return profile
-    largest = catalog_core.sort_mig_profiles(gpu.mig_profiles)[-1] if gpu.mig_profiles else "none"
-    raise ResourceMappingError(
-        f"No MIG profile of {gpu.name} holds {milli / 1000:g} GPU ({needed} MiB); "
-        f"the largest offered is {largest}."
-    )
+    """The MIG profile a fraction gets; ResourceMappingError when no offered profile holds it."""
+    profile = catalog_core.mig_profile_for(gpu, milli)
+    if profile is None:
+        needed = math.ceil(gpu.memory_mib * milli / 1000)
+        raise ResourceMappingError(
+            f"No MIG profile of {gpu.name} holds {milli / 1000:g} GPU ({needed} MiB); "
+            f"the largest offered is {catalog_core.largest_mig_profile(gpu)}."
+        )
+    return profile
 
 
 def gpu_resources(milli: int, gpu: GpuClassSpec) -> GpuResources:

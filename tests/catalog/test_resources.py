@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.orchestration.resources import GpuClassSpec, ResourceMappingError, gpu_resources
+from apps.catalog.resources import GpuClassSpec, ResourceMappingError, gpu_resources
 
 H100 = GpuClassSpec("H100-80GB", "whole", 81559, "NVIDIA-H100-80GB-HBM3")
 L40S = GpuClassSpec("L40S-48GB", "timeslice", 46068, "NVIDIA-L40S", timeslice_replicas=4)
