@@ -11,25 +11,25 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupaas.settings.dev")
 app = Celery("gpupaas")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# The platform heartbeat lives with the health checks, outside the domain apps.
+app.autodiscover_tasks(["apps.common"], related_name="health")
 
 
 @app.on_after_finalize.connect
 def _schedule(sender: Celery, **_: object) -> None:
     from django.conf import settings
 
+    from apps.common import taskqueue
+
     # Every periodic task of the platform, one row each: (name, every N seconds, task).
     schedule = [
-        ("heartbeat", settings.HEARTBEAT_INTERVAL_SECONDS, "apps.common.health.heartbeat"),
-        ("reconcile", settings.ORCHESTRATION_RECONCILE_SECONDS, "orchestration.reconcile_all"),
-        (
-            "status sync",
-            settings.ORCHESTRATION_STATUS_SYNC_SECONDS,
-            "orchestration.status_sync_all",
-        ),
-        ("inventory", settings.ORCHESTRATION_INVENTORY_SECONDS, "orchestration.inventory_sync_all"),
-        ("telemetry ingest", settings.TELEMETRY_INGEST_SECONDS, "telemetry.ingest"),
-        ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, "telemetry.node_health"),
-        ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, "scheduling.run_cycle"),
+        ("heartbeat", settings.HEARTBEAT_INTERVAL_SECONDS, taskqueue.HEARTBEAT),
+        ("reconcile", settings.ORCHESTRATION_RECONCILE_SECONDS, taskqueue.RECONCILE_ALL),
+        ("status sync", settings.ORCHESTRATION_STATUS_SYNC_SECONDS, taskqueue.STATUS_SYNC_ALL),
+        ("inventory", settings.ORCHESTRATION_INVENTORY_SECONDS, taskqueue.INVENTORY_SYNC_ALL),
+        ("telemetry ingest", settings.TELEMETRY_INGEST_SECONDS, taskqueue.TELEMETRY_INGEST),
+        ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, taskqueue.TELEMETRY_NODE_HEALTH),
+        ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.SCHEDULING_CYCLE),
     ]
     for name, seconds, task in schedule:
-        sender.add_periodic_task(float(seconds), sender.signature(task), name=name)
+        sender.add_periodic_task(float(seconds), sender.signature(task.name), name=name)

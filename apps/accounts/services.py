@@ -10,7 +10,7 @@ from django.utils import timezone
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
 from apps.audit.services import audit_record
-from apps.common.taskqueue import enqueue_on_commit
+from apps.common import taskqueue
 
 # --- teams ------------------------------------------------------------------------------------
 
@@ -73,7 +73,7 @@ def team_create(
                 details={"namespace": team.namespace, "idp_group": team.idp_group},
             )
             # Namespace, quota, policies and priority classes on every enabled cluster.
-            enqueue_on_commit("orchestration.team_namespace_ensure", team.pk)
+            taskqueue.TEAM_NAMESPACE_ENSURE.on_commit(team.pk)
     except IntegrityError as exc:
         # A concurrent create won the race for the same slug, namespace, name or group.
         raise ValidationError(

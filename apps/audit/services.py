@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import models
 
-from apps.accounts.models import User
 from apps.audit.models import AuditEvent
 
 
 def audit_record(
     *,
-    actor: User | None,
+    actor: AbstractBaseUser | None,
     action: str,
     obj: models.Model | None = None,
     source_ip: str | None = None,
@@ -18,7 +18,7 @@ def audit_record(
 ) -> AuditEvent:
     """Append one audit event. Call it inside the transaction of the change it describes."""
     return AuditEvent.objects.create(
-        actor=actor if actor is not None and actor.pk else None,
+        actor_id=actor.pk if actor is not None and actor.pk else None,
         actor_repr=actor.get_username() if actor is not None and actor.pk else "system",
         action=action,
         object_type=obj._meta.label_lower if obj is not None else "",

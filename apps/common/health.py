@@ -10,6 +10,8 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
+from apps.common import taskqueue
+
 HEARTBEAT_KEY = "gpupaas:heartbeat:worker"
 
 
@@ -53,7 +55,7 @@ def worker_heartbeat_age() -> float | None:
     return max(0.0, time.time() - float(raw))  # type: ignore[arg-type]
 
 
-@shared_task(name="apps.common.health.heartbeat", ignore_result=True)
+@shared_task(name=taskqueue.HEARTBEAT.name, ignore_result=True)
 def heartbeat() -> None:
     """Beat schedules it, a worker runs it: a fresh key proves both are alive."""
     _redis().set(HEARTBEAT_KEY, str(time.time()), ex=settings.HEARTBEAT_INTERVAL_SECONDS * 10)

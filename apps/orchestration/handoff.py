@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from apps.common.taskqueue import enqueue
+from apps.common import taskqueue
 from apps.scheduling.handoff import Decisions
 
 
 def on_scheduling_decisions(decisions: Decisions) -> None:
     """Admitted workloads get their objects; preempted ones lose them (after their grace)."""
     for workload_id in (*decisions.admitted_ids, *decisions.preempted_ids):
-        enqueue("orchestration.workload_reconcile", workload_id)
+        taskqueue.WORKLOAD_RECONCILE.send(workload_id)

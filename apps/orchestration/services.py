@@ -22,7 +22,7 @@ from django.utils import timezone
 from apps.accounts.models import Team
 from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.catalog.resources import ResourceMappingError
-from apps.common.taskqueue import enqueue
+from apps.common import taskqueue
 from apps.orchestration import manifests as m
 from apps.orchestration import status as st
 from apps.orchestration.clusters import ClusterConfigError, kube_for
@@ -437,5 +437,5 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
             result.reasons += 1
     if result.freed:
         # Finished, failed or preempted workloads freed GPUs: let the waiting ones in now.
-        enqueue("scheduling.run_cycle")
+        taskqueue.SCHEDULING_CYCLE.send()
     return result

@@ -10,6 +10,7 @@ from celery.app.task import Task
 
 from apps.accounts.models import Team
 from apps.catalog.models import Cluster
+from apps.common import taskqueue
 from apps.orchestration import services
 from apps.orchestration.clusters import ClusterConfigError
 from apps.orchestration.kube import ClusterUnreachable
@@ -20,7 +21,7 @@ RETRYABLE = (ClusterUnreachable, ClusterConfigError)
 
 
 @shared_task(
-    name="orchestration.team_namespace_ensure",
+    name=taskqueue.TEAM_NAMESPACE_ENSURE.name,
     autoretry_for=RETRYABLE,
     retry_backoff=True,
     retry_backoff_max=300,
@@ -47,7 +48,7 @@ class WorkloadTask(Task):
         log.error("task %s for %s failed: %s", self.name, args, exc)
 
 
-@shared_task(base=WorkloadTask, name="orchestration.workload_reconcile", ignore_result=True)
+@shared_task(base=WorkloadTask, name=taskqueue.WORKLOAD_RECONCILE.name, ignore_result=True)
 def workload_reconcile(workload_id: int) -> None:
     services.workload_reconcile(workload_id=workload_id)
 
@@ -61,23 +62,23 @@ def _each_cluster(fn: Any) -> None:
             log.warning("cluster %s: %s", cluster.name, exc)
 
 
-@shared_task(name="orchestration.reconcile_all", ignore_result=True)
+@shared_task(name=taskqueue.RECONCILE_ALL.name, ignore_result=True)
 def reconcile_all() -> None:
     _each_cluster(services.reconcile_pass)
 
 
-@shared_task(name="orchestration.status_sync_all", ignore_result=True)
+@shared_task(name=taskqueue.STATUS_SYNC_ALL.name, ignore_result=True)
 def status_sync_all() -> None:
     _each_cluster(services.status_sync_pass)
 
 
-@shared_task(name="orchestration.inventory_sync_all", ignore_result=True)
+@shared_task(name=taskqueue.INVENTORY_SYNC_ALL.name, ignore_result=True)
 def inventory_sync_all() -> None:
     _each_cluster(services.cluster_inventory_sync)
 
 
 @shared_task(
-    name="orchestration.cluster_setup",
+    name=taskqueue.CLUSTER_SETUP.name,
     autoretry_for=RETRYABLE,
     retry_backoff=True,
     max_retries=None,

@@ -8,7 +8,7 @@ from django.db import transaction
 from apps.accounts.models import Team, User
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass
-from apps.common.taskqueue import enqueue_on_commit
+from apps.common import taskqueue
 from apps.quotas import core
 from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import guarantee_warning_for_class
@@ -79,7 +79,7 @@ def team_quota_set(
         )
         warning = guarantee_warning_for_class(gpu_class)
         # Kubernetes enforces the limit a second time: refresh the ResourceQuota.
-        enqueue_on_commit("orchestration.team_namespace_ensure", team.pk)
+        taskqueue.TEAM_NAMESPACE_ENSURE.on_commit(team.pk)
     return QuotaResult(quota=quota, warning=warning)
 
 
@@ -90,4 +90,4 @@ def team_quota_delete(
         audit_record(actor=actor, action="quota.delete", obj=quota, source_ip=source_ip)
         team_id = quota.team_id
         quota.delete()
-        enqueue_on_commit("orchestration.team_namespace_ensure", team_id)
+        taskqueue.TEAM_NAMESPACE_ENSURE.on_commit(team_id)

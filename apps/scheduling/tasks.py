@@ -8,6 +8,7 @@ from typing import Any
 from celery import Task, shared_task
 from django.db import OperationalError
 
+from apps.common import taskqueue
 from apps.scheduling.services import scheduling_cycle_run
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ class _CycleTask(Task):
 
 
 @shared_task(
-    name="scheduling.run_cycle",
+    name=taskqueue.SCHEDULING_CYCLE.name,
     base=_CycleTask,
     autoretry_for=(OperationalError,),
     retry_backoff=True,

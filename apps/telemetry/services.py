@@ -21,7 +21,7 @@ from django.utils import timezone
 from apps.accounts.models import Membership
 from apps.audit.services import audit_record
 from apps.catalog.models import ClusterNode, GpuClass
-from apps.common.taskqueue import enqueue_on_commit
+from apps.common import taskqueue
 from apps.orchestration import manifests as m
 from apps.orchestration.clusters import ClusterConfigError, kube_for
 from apps.orchestration.kube import ClusterUnreachable
@@ -566,7 +566,7 @@ def telemetry_idle_suspend(
         values.setdefault("idle_since", timezone.now())
         values.setdefault("allocated_gpus", workload.total_milli / 1000)
         IdleNotice.objects.create(kind=IdleNotice.Kind.SUSPENDED, message=reason, **values)
-        enqueue_on_commit("orchestration.workload_reconcile", workload.pk)
+        taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)
     return True
 
 

@@ -7,6 +7,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from apps.common import taskqueue
 from apps.telemetry import services
 from apps.telemetry.models import IngestCursor
 from apps.telemetry.prom import PrometheusUnavailable
@@ -14,7 +15,7 @@ from apps.telemetry.prom import PrometheusUnavailable
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="telemetry.ingest", ignore_result=True)
+@shared_task(name=taskqueue.TELEMETRY_INGEST.name, ignore_result=True)
 def ingest() -> None:
     if not settings.TELEMETRY_ENABLED:
         return
@@ -26,7 +27,7 @@ def ingest() -> None:
         IngestCursor.objects.update_or_create(pk=1, defaults={"last_error": str(exc)[:500]})
 
 
-@shared_task(name="telemetry.node_health", ignore_result=True)
+@shared_task(name=taskqueue.TELEMETRY_NODE_HEALTH.name, ignore_result=True)
 def node_health() -> None:
     if not settings.TELEMETRY_ENABLED:
         return

@@ -9,7 +9,7 @@ from django.utils import timezone
 from apps.accounts.models import Membership, Team, User
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
-from apps.common.taskqueue import enqueue_on_commit
+from apps.common import taskqueue
 from apps.scheduling.selectors import submission_problems
 from apps.workloads import core
 from apps.workloads.models import RequestTemplate, Workload, WorkloadEvent
@@ -104,7 +104,7 @@ def workload_submit(
             source_ip=source_ip,
             details={"total_milli": workload.total_milli, "gpu_class": gpu_class.name},
         )
-        enqueue_on_commit("scheduling.run_cycle")  # admit it now if it fits
+        taskqueue.SCHEDULING_CYCLE.on_commit()  # admit it now if it fits
     return workload
 
 
@@ -158,8 +158,8 @@ def workload_cancel(
             workload.refresh_from_db()
             raise ValidationError(f"The workload changed to {workload.state} meanwhile; try again.")
         audit_record(actor=actor, action="workload.cancel", obj=workload, source_ip=source_ip)
-        enqueue_on_commit("orchestration.workload_reconcile", workload.pk)
-        enqueue_on_commit("scheduling.run_cycle")  # its GPUs may start someone else
+        taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)
+        taskqueue.SCHEDULING_CYCLE.on_commit()  # its GPUs may start someone else
     return workload
 
 
@@ -186,7 +186,7 @@ def workload_suspend(*, actor: User, workload: Workload, source_ip: str | None =
         ):
             raise ValidationError("The notebook changed state meanwhile; try again.")
         audit_record(actor=actor, action="workload.suspend", obj=workload, source_ip=source_ip)
-        enqueue_on_commit("orchestration.workload_reconcile", workload.pk)
+        taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)
     return workload
 
 
@@ -318,4 +318,4 @@ def workload_delete(*, actor: User, workload: Workload, source_ip: str | None = 
             deleted_at=timezone.now()
         )
         audit_record(actor=actor, action="workload.delete", obj=workload, source_ip=source_ip)
-        enqueue_on_commit("orchestration.workload_reconcile", workload.pk)
+        taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)

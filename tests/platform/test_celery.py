@@ -61,3 +61,32 @@ def test_worker_and_beat_run_the_heartbeat(redis_url: str, tmp_path: Path) -> No
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_every_task_ref_names_a_registered_task_with_its_parameters() -> None:
+    import inspect
+
+    from apps.common import taskqueue
+    from gpupaas.celery import app
+
+    app.loader.import_default_modules()
+    registered = {name: task for name, task in app.tasks.items() if not name.startswith("celery.")}
+    assert {ref.name for ref in taskqueue.REGISTRY} == set(registered)
+    for ref in taskqueue.REGISTRY:
+        params = tuple(inspect.signature(registered[ref.name].run).parameters)
+        assert params == ref.params, ref.name
+
+
+def test_no_module_queues_a_task_by_a_bare_string() -> None:
+    import re
+
+    pattern = re.compile(r"send_task\(|\bsignature\(\s*[\"']|\benqueue(_on_commit)?\(")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for folder in ("apps", "gpupaas")
+        for path in (ROOT / folder).rglob("*.py")
+        if path.name != "taskqueue.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []

@@ -14,8 +14,8 @@ from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
 from apps.accounts.services import api_token_revoke, team_create, team_update, team_validate
 from apps.audit.services import audit_record
+from apps.common import taskqueue
 from apps.common.http import client_ip
-from apps.common.taskqueue import enqueue_on_commit
 from apps.quotas.models import TeamQuota
 
 
@@ -124,7 +124,7 @@ class TeamAdmin(admin.ModelAdmin):
                     if warning:
                         messages.warning(request, warning)
             if formset.has_changed():
-                enqueue_on_commit("orchestration.team_namespace_ensure", form.instance.pk)
+                taskqueue.TEAM_NAMESPACE_ENSURE.on_commit(form.instance.pk)
 
 
 @admin.register(Membership)

@@ -8,8 +8,8 @@ from django.http import HttpRequest
 
 from apps.audit.services import audit_record
 from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image
+from apps.common import taskqueue
 from apps.common.http import client_ip
-from apps.common.taskqueue import enqueue_on_commit
 from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import guarantee_warning_for_class
 
@@ -129,7 +129,7 @@ class ClusterAdmin(AuditedAdmin):
         super().save_model(request, obj, form, change)
         if obj.enabled:
             # Every team's namespace on the (new or re-enabled) cluster, then its node inventory.
-            enqueue_on_commit("orchestration.cluster_setup", obj.pk)
+            taskqueue.CLUSTER_SETUP.on_commit(obj.pk)
 
 
 @admin.register(ClusterNode)

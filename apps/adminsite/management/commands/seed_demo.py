@@ -15,7 +15,7 @@ from django.db import transaction
 from apps.accounts.models import Membership, Team, User
 from apps.accounts.services import team_create
 from apps.catalog.models import Cluster, GpuClass, Image
-from apps.common.taskqueue import enqueue_on_commit
+from apps.common import taskqueue
 from apps.quotas.models import TeamQuota
 from apps.quotas.services import team_quota_set
 
@@ -176,7 +176,7 @@ class Command(BaseCommand):
                     "role": Cluster.Role.HUB,
                 },
             )
-            enqueue_on_commit("orchestration.cluster_setup", cluster.pk)
+            taskqueue.CLUSTER_SETUP.on_commit(cluster.pk)
         self.stdout.write(
             self.style.SUCCESS(
                 f"Demo data ready: {len(teams)} teams, {len(USERS)} users, "
