@@ -14,6 +14,8 @@ log "ruff"
 "$VENV/bin/ruff" format --check .
 log "mypy"
 "$VENV/bin/mypy" gpupaas apps deploy/devtools
+log "import contracts (layers, Kubernetes in orchestration only, pure cores)"
+"$VENV/bin/lint-imports"
 
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://gpupaas:gpupaas@127.0.0.1:5432/gpupaas}"
 log "pytest"
