@@ -13,7 +13,7 @@ log "ruff"
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
 log "mypy"
-"$VENV/bin/mypy" gpupaas apps
+"$VENV/bin/mypy" gpupaas apps cli/gpupaas_cli
 
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://gpupaas:gpupaas@127.0.0.1:5432/gpupaas}"
 log "pytest"

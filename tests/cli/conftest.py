@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from apps.accounts.models import User
 from apps.accounts.services import api_token_create
-from gpupaas.cli.main import app
 from gpupaas.ratelimit import rate_limiter
+from gpupaas_cli.main import app
 
 
 @dataclass
