@@ -27,18 +27,21 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# bootstrap_python — a virtualenv with the project installed, redone when pyproject changes.
+# bootstrap_python — a virtualenv with the project and its CLI (the gpupaas-cli distribution
+# in cli/, giving .venv/bin/gpupaas) installed in editable mode, redone when either
+# pyproject.toml changes.
 bootstrap_python() {
   local stamp="$VENV/.pyproject.sha256" want
-  want="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+  want="$(cat "$ROOT/pyproject.toml" "$ROOT/cli/pyproject.toml" | sha256sum | cut -d' ' -f1)"
   if [ ! -x "$PY" ]; then
     log "creating virtualenv $VENV"
     python3 -m venv "$VENV"
   fi
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ ! -x "$VENV/bin/gpupaas" ]; then
     log "installing Python dependencies"
     "$PY" -m pip install -q --upgrade pip
     "$PY" -m pip install -q -e "$ROOT[dev]"
+    "$PY" -m pip install -q -e "$ROOT/cli"
     echo "$want" > "$stamp"
   fi
 }

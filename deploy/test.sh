@@ -13,7 +13,7 @@ log "ruff"
 "$VENV/bin/ruff" check .
 "$VENV/bin/ruff" format --check .
 log "mypy"
-"$VENV/bin/mypy" gpupaas apps deploy/devtools
+"$VENV/bin/mypy" gpupaas apps cli/gpupaas_cli deploy/devtools
 log "import contracts (layers, Kubernetes in orchestration only, pure cores)"
 "$VENV/bin/lint-imports"
 

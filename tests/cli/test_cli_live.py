@@ -24,7 +24,7 @@ from apps.telemetry.models import UsageDay
 from apps.workloads import core
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_transition
-from gpupaas.cli import exits
+from gpupaas_cli import exits
 from tests.cli.conftest import Cli
 from tests.factories import WorkloadFactory
 from tests.plugins.cast import Cast

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gpupaas.cli import exits, output, spec
-from gpupaas.cli.client import ApiError, Client, NetworkError
-from gpupaas.cli.config import Config, ConfigError, load, save
+from gpupaas_cli import exits, output, spec
+from gpupaas_cli.client import ApiError, Client, NetworkError
+from gpupaas_cli.config import Config, ConfigError, load, save
 
 
 def test_flags_override_the_file_and_gpus_become_milli() -> None:

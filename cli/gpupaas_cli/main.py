@@ -15,9 +15,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from gpupaas.cli import exits, output, spec
-from gpupaas.cli.client import ApiError, Client, NetworkError
-from gpupaas.cli.config import Config, ConfigError, config_path, load, normalise_url, save
+from gpupaas_cli import exits, output, spec
+from gpupaas_cli.client import ApiError, Client, NetworkError
+from gpupaas_cli.config import Config, ConfigError, config_path, load, normalise_url, save
 
 app = typer.Typer(
     name="gpupaas",

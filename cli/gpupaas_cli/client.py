@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from gpupaas.cli import exits
-from gpupaas.cli.config import Config
+from gpupaas_cli import exits
+from gpupaas_cli.config import Config
 
 USER_AGENT = "gpupaas-cli/0.1"
 MAX_ATTEMPTS = 3
