@@ -19,9 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.models import Membership
-from apps.audit.services import audit_record
 from apps.catalog.models import ClusterNode, GpuClass
-from apps.common import taskqueue
 from apps.orchestration import manifests as m
 from apps.orchestration.clusters import ClusterConfigError, kube_for
 from apps.orchestration.kube import ClusterUnreachable
@@ -38,7 +36,7 @@ from apps.telemetry.models import (
 from apps.telemetry.prom import PrometheusClient, default_client
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from apps.workloads.services import workload_transition
+from apps.workloads.services import workload_suspend_idle
 
 log = logging.getLogger(__name__)
 
@@ -547,18 +545,11 @@ def _notify_owner_and_leads(workload: Workload, message: str) -> None:
 def telemetry_idle_suspend(
     *, workload: Workload, reason: str, notice: Mapping[str, Any] | None = None
 ) -> bool:
-    """Suspend an idle notebook as the system: the same transition as ``workload_suspend``
-    (storage kept, resumable), without a user's permission check. False if it lost a race."""
-    if workload.kind != wl.KIND_NOTEBOOK or workload.state not in (wl.STARTING, wl.RUNNING):
-        return False
+    """Suspend an idle notebook as the system (the one suspend of the workloads app) and record
+    the notice. False if it is not a running notebook or lost a race."""
     with transaction.atomic():
-        if not workload_transition(
-            workload=workload, to_state=wl.SUSPENDED, reason=reason, expected_from=workload.state
-        ):
+        if not workload_suspend_idle(workload=workload, reason=reason):
             return False
-        audit_record(
-            actor=None, action="workload.idle_suspend", obj=workload, details={"reason": reason}
-        )
         values = dict(notice or {})
         values.pop("workload", None)
         values["workload_id"] = workload.pk
@@ -566,7 +557,6 @@ def telemetry_idle_suspend(
         values.setdefault("idle_since", timezone.now())
         values.setdefault("allocated_gpus", workload.total_milli / 1000)
         IdleNotice.objects.create(kind=IdleNotice.Kind.SUSPENDED, message=reason, **values)
-        taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)
     return True
 
 

@@ -179,15 +179,49 @@ def workload_suspend(*, actor: User, workload: Workload, source_ip: str | None =
         raise ValidationError("Only notebooks can be suspended; cancel other workloads instead.")
     if workload.state not in (core.STARTING, core.RUNNING):
         raise ValidationError(f"A notebook that is {workload.state} cannot be suspended.")
-    with transaction.atomic():
-        reason = f"Suspended by {actor.get_username()}; your files are kept."
-        if not workload_transition(
-            workload=workload, to_state=core.SUSPENDED, reason=reason, actor=actor
-        ):
-            raise ValidationError("The notebook changed state meanwhile; try again.")
-        audit_record(actor=actor, action="workload.suspend", obj=workload, source_ip=source_ip)
-        taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)
+    reason = f"Suspended by {actor.get_username()}; your files are kept."
+    if not _suspend(workload=workload, reason=reason, actor=actor, source_ip=source_ip):
+        raise ValidationError("The notebook changed state meanwhile; try again.")
     return workload
+
+
+def workload_suspend_idle(*, workload: Workload, reason: str) -> bool:
+    """Suspend an idle notebook as the system (idle culling): the same transition as
+    ``workload_suspend`` without a person's permission check. False if it is not a running
+    notebook or lost a race. Call it inside the caller's transaction to add records to it."""
+    if workload.kind != core.KIND_NOTEBOOK or workload.state not in (core.STARTING, core.RUNNING):
+        return False
+    return _suspend(
+        workload=workload,
+        reason=reason,
+        actor=None,
+        action="workload.idle_suspend",
+        details={"reason": reason},
+    )
+
+
+def _suspend(
+    *,
+    workload: Workload,
+    reason: str,
+    actor: User | None,
+    action: str = "workload.suspend",
+    source_ip: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> bool:
+    """The one suspend: storage kept, objects removed by the next reconcile."""
+    with transaction.atomic():
+        if not workload_transition(
+            workload=workload,
+            to_state=core.SUSPENDED,
+            reason=reason,
+            actor=actor,
+            expected_from=workload.state,
+        ):
+            return False
+        audit_record(actor=actor, action=action, obj=workload, source_ip=source_ip, details=details)
+        taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)
+    return True
 
 
 def workload_resume(*, actor: User, workload: Workload, source_ip: str | None = None) -> Workload:
