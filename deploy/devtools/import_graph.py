@@ -116,11 +116,13 @@ def upward_imports(graph: grimp.ImportGraph) -> list[Upward]:
             line = details[0]["line_number"] if details else 0
             if b < a:
                 found.append(Upward(importer, imported, line, "package layer"))
-            elif a == b and app_of(importer) and app_of(importer) == app_of(imported):
-                if module_rank(imported) > module_rank(importer) and not imported.endswith(
-                    "__init__"
-                ):
-                    found.append(Upward(importer, imported, line, "module layer in the app"))
+            elif (
+                a == b
+                and app_of(importer) is not None
+                and app_of(importer) == app_of(imported)
+                and module_rank(imported) > module_rank(importer)
+            ):
+                found.append(Upward(importer, imported, line, "module layer in the app"))
     return found
 
 
