@@ -18,7 +18,9 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.models import Membership
+from apps.accounts.models import Membership, User
+from apps.audit.changes import diff, snapshot
+from apps.audit.services import audit_record
 from apps.catalog.models import ClusterNode, GpuClass
 from apps.orchestration import manifests as m
 from apps.orchestration.clusters import ClusterConfigError, kube_for
@@ -102,6 +104,50 @@ def pod_index_from_clusters(
         except (ClusterUnreachable, ClusterConfigError) as exc:
             log.warning("telemetry: pods of cluster %s unknown this cycle: %s", cluster.name, exc)
     return pod_index_build(pods, workloads)
+
+
+# --- idle policies -----------------------------------------------------------------------
+
+
+def idle_policy_save(
+    *, actor: User | None, policy: IdlePolicy, source_ip: str | None = None
+) -> IdlePolicy:
+    """Create or change an idle policy from its edited row; the next ingestion pass applies it.
+    Records what changed (nothing when an edit changed nothing)."""
+    policy.full_clean()
+    with transaction.atomic():
+        created = policy.pk is None
+        # Locked, so two admins saving the same policy record each their own difference.
+        before = (
+            {} if created else snapshot(IdlePolicy.objects.select_for_update().get(pk=policy.pk))
+        )
+        policy.save()
+        after = snapshot(policy)
+        changes = diff(before, after)
+        if created or changes:
+            audit_record(
+                actor=actor,
+                action="idlepolicy.create" if created else "idlepolicy.update",
+                obj=policy,
+                source_ip=source_ip,
+                details={"after": after} if created else {"changed": changes},
+            )
+    return policy
+
+
+def idle_policy_delete(
+    *, actor: User | None, policy: IdlePolicy, source_ip: str | None = None
+) -> None:
+    """Delete an idle policy: a less specific one, or the settings' defaults, apply again."""
+    with transaction.atomic():
+        audit_record(
+            actor=actor,
+            action="idlepolicy.delete",
+            obj=policy,
+            source_ip=source_ip,
+            details={"before": snapshot(policy)},
+        )
+        policy.delete()
 
 
 # --- ingestion ---------------------------------------------------------------------------

@@ -1,36 +1,129 @@
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin as DjangoGroupAdmin
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.forms import AdminPasswordChangeForm
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
-from apps.accounts.services import api_token_revoke, team_create, team_update, team_validate
-from apps.audit.services import audit_record
-from apps.common import taskqueue
-from apps.common.http import client_ip
-from apps.quotas.models import TeamQuota
+from apps.accounts.services import (
+    api_token_revoke,
+    group_delete,
+    group_save,
+    membership_remove,
+    membership_set,
+    oidc_identity_delete,
+    team_create,
+    team_delete,
+    team_update,
+    team_validate,
+    user_admin_save,
+    user_delete,
+    user_password_set,
+)
+from apps.adminsite.admin.base import KeyLockedForm, ServiceAdmin, ServiceFormSet, actor, source_ip
+from apps.adminsite.admin.quotas import TeamQuotaInline
+
+# --- memberships ------------------------------------------------------------------------------
+
+
+class MembershipFormSet(ServiceFormSet):
+    """Membership rows of a team or of a user, each written by ``membership_set`` or
+    ``membership_remove``."""
+
+    def save_through_services(self, request: HttpRequest) -> list[str]:
+        saved, deleted = self.pending()
+        for membership in deleted:
+            assert isinstance(membership, Membership)
+            membership_remove(
+                actor=actor(request), membership=membership, source_ip=source_ip(request)
+            )
+        for membership in saved:
+            assert isinstance(membership, Membership)
+            stored = membership_set(
+                actor=actor(request),
+                team=membership.team,
+                user=membership.user,
+                role=membership.role,
+                source_ip=source_ip(request),
+            )
+            membership.pk = stored.pk
+        return []
+
+
+class MembershipRowForm(KeyLockedForm):
+    locked = ("user", "team")
 
 
 class MembershipInline(admin.TabularInline):
+    """A team's members."""
+
     model = Membership
+    form = MembershipRowForm
+    formset = MembershipFormSet
     extra = 0
     autocomplete_fields = ("user",)
     fields = ("user", "role", "source", "created_at")
-    readonly_fields = ("created_at",)
+    readonly_fields = ("source", "created_at")
 
 
-class TeamQuotaInline(admin.TabularInline):
-    model = TeamQuota
+class UserMembershipInline(admin.TabularInline):
+    """A user's teams."""
+
+    model = Membership
+    form = MembershipRowForm
+    formset = MembershipFormSet
     extra = 0
-    fields = ("gpu_class", "guaranteed_milli", "limit_milli", "per_user_cap_milli")
+    autocomplete_fields = ("team",)
+    fields = ("team", "role", "source", "created_at")
+    readonly_fields = ("source", "created_at")
+
+
+@admin.register(Membership)
+class MembershipAdmin(ServiceAdmin):
+    list_display = ("user", "team", "role", "source", "created_at")
+    list_filter = ("role", "source", "team")
+    search_fields = ("user__username", "user__email", "team__name")
+    list_select_related = ("user", "team")
+    autocomplete_fields = ("user", "team")
+    fields = ("user", "team", "role", "source", "created_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # Set by hand means manual; a membership never moves to another user or team.
+        if obj is not None:
+            return ("user", "team", "source", "created_at")
+        return ("source", "created_at")
+
+    def save_model(
+        self, request: HttpRequest, obj: Membership, form: forms.ModelForm, change: bool
+    ) -> None:
+        if change and not form.has_changed():
+            return
+        stored = membership_set(
+            actor=actor(request),
+            team=obj.team,
+            user=obj.user,
+            role=obj.role,
+            source_ip=source_ip(request),
+        )
+        obj.pk = stored.pk
+        obj.refresh_from_db()
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        membership_remove(actor=actor(request), membership=obj, source_ip=source_ip(request))
+
+
+# --- teams ------------------------------------------------------------------------------------
 
 
 class TeamAdminForm(forms.ModelForm):
@@ -65,7 +158,7 @@ class TeamAdminForm(forms.ModelForm):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(ServiceAdmin):
     form = TeamAdminForm
     list_display = ("name", "slug", "namespace", "idp_group", "idp_lead_group", "member_count")
     search_fields = ("name", "slug", "namespace", "idp_group")
@@ -82,62 +175,53 @@ class TeamAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: Team, form: forms.ModelForm, change: bool
     ) -> None:
-        actor = request.user if isinstance(request.user, User) else None
+        if change and not form.has_changed():
+            return  # only the inlines changed: their services record that
         data = form.cleaned_data
         if change:
             team_update(
-                actor=actor,
+                actor=actor(request),
                 team=obj,
                 name=data["name"],
                 idp_group=data.get("idp_group", ""),
                 idp_lead_group=data.get("idp_lead_group", ""),
-                source_ip=client_ip(request),
+                source_ip=source_ip(request),
             )
         else:
             created = team_create(
-                actor=actor,
+                actor=actor(request),
                 name=data["name"],
                 slug=data.get("slug") or None,
                 idp_group=data.get("idp_group", ""),
                 idp_lead_group=data.get("idp_lead_group", ""),
-                source_ip=client_ip(request),
+                source_ip=source_ip(request),
             )
             obj.pk = created.pk
             obj.refresh_from_db()
 
-    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
-        super().save_formset(request, form, formset, change)
-        if formset.model is TeamQuota:
-            from apps.quotas.selectors import guarantee_warning_for_class
-
-            for quota_form in formset.forms:
-                instance = quota_form.instance
-                if instance.pk and quota_form.has_changed():
-                    audit_record(
-                        actor=request.user,  # type: ignore[arg-type]
-                        action="quota.update",
-                        obj=instance,
-                        source_ip=client_ip(request),
-                        details={"changed": quota_form.changed_data},
-                    )
-                    warning = guarantee_warning_for_class(instance.gpu_class)
-                    if warning:
-                        messages.warning(request, warning)
-            if formset.has_changed():
-                taskqueue.TEAM_NAMESPACE_ENSURE.on_commit(form.instance.pk)
+    def delete_model(self, request: HttpRequest, obj: Team) -> None:
+        team_delete(actor=actor(request), team=obj, source_ip=source_ip(request))
 
 
-@admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
-    list_display = ("user", "team", "role", "source", "created_at")
-    list_filter = ("role", "source", "team")
-    search_fields = ("user__username", "user__email", "team__name")
-    list_select_related = ("user", "team")
-    autocomplete_fields = ("user", "team")
+# --- users ------------------------------------------------------------------------------------
+
+
+class OidcIdentityFormSet(ServiceFormSet):
+    """Identity rows are shown, never edited; deleting one unlinks it through the service."""
+
+    def save_through_services(self, request: HttpRequest) -> list[str]:
+        _, deleted = self.pending()
+        for identity in deleted:
+            assert isinstance(identity, OidcIdentity)
+            oidc_identity_delete(
+                actor=actor(request), identity=identity, source_ip=source_ip(request)
+            )
+        return []
 
 
 class OidcIdentityInline(admin.TabularInline):
     model = OidcIdentity
+    formset = OidcIdentityFormSet
     extra = 0
     readonly_fields = ("issuer", "subject", "created_at", "last_login_at", "last_groups")
     can_delete = True
@@ -146,13 +230,81 @@ class OidcIdentityInline(admin.TabularInline):
         return False
 
 
+# The admin request of the password form being saved: Django builds that form with the user
+# alone, and the service needs the acting admin and their address.
+_password_request: ContextVar[HttpRequest | None] = ContextVar("password_request", default=None)
+
+
+class PasswordForm(AdminPasswordChangeForm):
+    def save(self, commit: bool = True) -> Any:
+        request = _password_request.get()
+        assert request is not None, "PasswordForm is saved only by UserAdmin"
+        usable = self.cleaned_data["set_usable_password"]
+        return user_password_set(
+            actor=actor(request),
+            user=self.user,
+            password=self.cleaned_data["password1"] if usable else None,
+            source_ip=source_ip(request),
+        )
+
+
 @admin.register(User)
-class UserAdmin(DjangoUserAdmin):
+class UserAdmin(ServiceAdmin, DjangoUserAdmin):
     list_display = ("username", "display_name", "email", "is_staff", "is_active", "last_login")
     list_filter = ("is_staff", "is_superuser", "is_active", "memberships__team")
     search_fields = ("username", "display_name", "email", "oidc_identities__subject")
-    inlines = (OidcIdentityInline, MembershipInline)
+    inlines = (OidcIdentityInline, UserMembershipInline)
     fieldsets = (*DjangoUserAdmin.fieldsets, ("Profile", {"fields": ("display_name",)}))  # type: ignore[misc]
+    change_password_form = PasswordForm
+    saves_many_to_many = True
+
+    def save_model(
+        self, request: HttpRequest, obj: User, form: forms.ModelForm, change: bool
+    ) -> None:
+        data = form.cleaned_data
+        user_admin_save(
+            actor=actor(request),
+            user=obj,
+            groups=data["groups"] if "groups" in form.fields else None,
+            permissions=data["user_permissions"] if "user_permissions" in form.fields else None,
+            source_ip=source_ip(request),
+        )
+
+    def delete_model(self, request: HttpRequest, obj: User) -> None:
+        user_delete(actor=actor(request), user=obj, source_ip=source_ip(request))
+
+    def user_change_password(
+        self, request: HttpRequest, id: str, form_url: str = ""
+    ) -> HttpResponse:
+        token = _password_request.set(request)
+        try:
+            return super().user_change_password(request, id, form_url)
+        finally:
+            _password_request.reset(token)
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class GroupAdmin(ServiceAdmin, DjangoGroupAdmin):
+    saves_many_to_many = True
+
+    def save_model(
+        self, request: HttpRequest, obj: Group, form: forms.ModelForm, change: bool
+    ) -> None:
+        group_save(
+            actor=actor(request),
+            group=obj,
+            permissions=form.cleaned_data["permissions"],
+            source_ip=source_ip(request),
+        )
+
+    def delete_model(self, request: HttpRequest, obj: Group) -> None:
+        group_delete(actor=actor(request), group=obj, source_ip=source_ip(request))
+
+
+# --- API tokens -------------------------------------------------------------------------------
 
 
 @admin.register(ApiToken)
@@ -187,6 +339,14 @@ class ApiTokenAdmin(admin.ModelAdmin):
         # Tokens are created by their owner in the portal, where the secret is shown once.
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # Shown, never edited: the revoke action is the one write, through its service.
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # Revoked, never deleted, so the trail keeps what the token was.
+        return False
+
     @admin.display(description="token")
     def prefix(self, obj: ApiToken) -> str:
         return f"{core.TOKEN_PREFIX}_{obj.lookup}_…"
@@ -201,6 +361,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = 0
         for token in queryset.filter(revoked_at__isnull=True):
-            api_token_revoke(actor=request.user, token=token, source_ip=client_ip(request))  # type: ignore[arg-type]
+            api_token_revoke(actor=request.user, token=token, source_ip=source_ip(request))  # type: ignore[arg-type]
             count += 1
         self.message_user(request, f"Revoked {count} token(s).", messages.SUCCESS)

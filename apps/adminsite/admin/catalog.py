@@ -6,48 +6,23 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
-from apps.audit.services import audit_record
+from apps.adminsite.admin.base import ServiceAdmin, actor, source_ip
+from apps.adminsite.admin.quotas import QuotaInline
 from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image
-from apps.common import taskqueue
-from apps.common.http import client_ip
-from apps.quotas.models import TeamQuota
+from apps.catalog.services import (
+    cluster_delete,
+    cluster_save,
+    gpu_class_delete,
+    gpu_class_save,
+    gpu_class_set_enabled,
+    image_delete,
+    image_save,
+)
 from apps.quotas.selectors import guarantee_warning_for_class
 
 
-class AuditedAdmin(admin.ModelAdmin):
-    """Records every admin change and deletion in the audit trail."""
-
-    def save_model(
-        self, request: HttpRequest, obj: Any, form: forms.ModelForm, change: bool
-    ) -> None:
-        super().save_model(request, obj, form, change)
-        audit_record(
-            actor=request.user,  # type: ignore[arg-type]
-            action=f"{obj._meta.model_name}.{'update' if change else 'create'}",
-            obj=obj,
-            source_ip=client_ip(request),
-            details={"changed": form.changed_data},
-        )
-
-    def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        audit_record(
-            actor=request.user,  # type: ignore[arg-type]
-            action=f"{obj._meta.model_name}.delete",
-            obj=obj,
-            source_ip=client_ip(request),
-        )
-        super().delete_model(request, obj)
-
-
-class QuotaInline(admin.TabularInline):
-    model = TeamQuota
-    extra = 0
-    fields = ("team", "guaranteed_milli", "limit_milli", "per_user_cap_milli")
-    autocomplete_fields = ("team",)
-
-
 @admin.register(GpuClass)
-class GpuClassAdmin(AuditedAdmin):
+class GpuClassAdmin(ServiceAdmin):
     list_display = (
         "name",
         "product_label",
@@ -82,11 +57,17 @@ class GpuClassAdmin(AuditedAdmin):
         ),
     )
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        super().save_related(request, form, formsets, change)
+    def save_model(
+        self, request: HttpRequest, obj: GpuClass, form: forms.ModelForm, change: bool
+    ) -> None:
+        gpu_class_save(actor=actor(request), gpu_class=obj, source_ip=source_ip(request))
+
+    def delete_model(self, request: HttpRequest, obj: GpuClass) -> None:
+        gpu_class_delete(actor=actor(request), gpu_class=obj, source_ip=source_ip(request))
+
+    def related_warnings(self, request: HttpRequest, form: Any) -> list[str]:
         warning = guarantee_warning_for_class(form.instance)
-        if warning:
-            messages.warning(request, warning)
+        return [warning] if warning else []
 
     @admin.action(description="Offer the selected classes to users")
     def enable(self, request: HttpRequest, queryset: Any) -> None:
@@ -98,38 +79,44 @@ class GpuClassAdmin(AuditedAdmin):
 
     def _set_enabled(self, request: HttpRequest, queryset: Any, value: bool) -> None:
         for gpu_class in queryset:
-            if gpu_class.enabled != value:
-                gpu_class.enabled = value
-                gpu_class.save(update_fields=["enabled"])
-                audit_record(
-                    actor=request.user,  # type: ignore[arg-type]
-                    action="gpuclass.enable" if value else "gpuclass.disable",
-                    obj=gpu_class,
-                    source_ip=client_ip(request),
-                )
+            gpu_class_set_enabled(
+                actor=actor(request),
+                gpu_class=gpu_class,
+                enabled=value,
+                source_ip=source_ip(request),
+            )
         self.message_user(request, "Done.", messages.SUCCESS)
 
 
 @admin.register(Image)
-class ImageAdmin(AuditedAdmin):
+class ImageAdmin(ServiceAdmin):
     list_display = ("name", "reference", "kind", "read_only_root", "enabled", "created_at")
     list_filter = ("kind", "enabled", "read_only_root")
     search_fields = ("name", "reference")
 
+    def save_model(
+        self, request: HttpRequest, obj: Image, form: forms.ModelForm, change: bool
+    ) -> None:
+        image_save(actor=actor(request), image=obj, source_ip=source_ip(request))
+
+    def delete_model(self, request: HttpRequest, obj: Image) -> None:
+        image_delete(actor=actor(request), image=obj, source_ip=source_ip(request))
+
 
 @admin.register(Cluster)
-class ClusterAdmin(AuditedAdmin):
+class ClusterAdmin(ServiceAdmin):
     list_display = ("name", "role", "connection", "kubeconfig_path", "enabled")
     list_filter = ("role", "connection", "enabled")
     search_fields = ("name",)
 
     def save_model(
-        self, request: HttpRequest, obj: Any, form: forms.ModelForm, change: bool
+        self, request: HttpRequest, obj: Cluster, form: forms.ModelForm, change: bool
     ) -> None:
-        super().save_model(request, obj, form, change)
-        if obj.enabled:
-            # Every team's namespace on the (new or re-enabled) cluster, then its node inventory.
-            taskqueue.CLUSTER_SETUP.on_commit(obj.pk)
+        # A new, re-enabled or reconnected cluster gets every team's namespace, then its nodes.
+        cluster_save(actor=actor(request), cluster=obj, source_ip=source_ip(request))
+
+    def delete_model(self, request: HttpRequest, obj: Cluster) -> None:
+        cluster_delete(actor=actor(request), cluster=obj, source_ip=source_ip(request))
 
 
 @admin.register(ClusterNode)
@@ -153,4 +140,7 @@ class ClusterNodeAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 
+from apps.adminsite.admin.base import ServiceAdmin, actor, source_ip
 from apps.telemetry import selectors
 from apps.telemetry.models import (
     IdleNotice,
@@ -14,10 +16,11 @@ from apps.telemetry.models import (
     UsageDay,
     WorkloadUsage,
 )
+from apps.telemetry.services import idle_policy_delete, idle_policy_save
 
 
 @admin.register(IdlePolicy)
-class IdlePolicyAdmin(admin.ModelAdmin):
+class IdlePolicyAdmin(ServiceAdmin):
     list_display = (
         "__str__",
         "enabled",
@@ -28,12 +31,25 @@ class IdlePolicyAdmin(admin.ModelAdmin):
     )
     list_filter = ("enabled", "gpu_class", "team")
 
+    def save_model(
+        self, request: HttpRequest, obj: IdlePolicy, form: forms.ModelForm, change: bool
+    ) -> None:
+        idle_policy_save(actor=actor(request), policy=obj, source_ip=source_ip(request))
+
+    def delete_model(self, request: HttpRequest, obj: IdlePolicy) -> None:
+        idle_policy_delete(actor=actor(request), policy=obj, source_ip=source_ip(request))
+
 
 class ReadOnlyAdmin(admin.ModelAdmin):
+    """Measurements and their bookkeeping: written by the telemetry passes, only shown here."""
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
 

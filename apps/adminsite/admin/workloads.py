@@ -69,6 +69,14 @@ class WorkloadAdmin(admin.ModelAdmin):
         # Workloads are requested through the portal or API, where quota rules apply.
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # Shown, never edited: a workload changes through its lifecycle (the cancel action).
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # Cancelled, never deleted: its Kubernetes objects and accounting depend on the row.
+        return False
+
     @admin.action(description="Cancel selected workloads")
     def cancel(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
         done = skipped = 0

@@ -1,0 +1,152 @@
+"""Catalog writes: GPU classes, images and clusters, whichever screen asks for them (the Django
+admin included). Each validates the row, saves it, and records what changed in the audit trail
+in the same transaction."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from django.db import models, transaction
+
+from apps.accounts.models import User
+from apps.audit.changes import diff, snapshot
+from apps.audit.services import audit_record
+from apps.catalog.models import Cluster, GpuClass, Image
+from apps.common import taskqueue
+
+M = TypeVar("M", bound=models.Model)
+
+# The columns that decide how a class's GPUs become Kubernetes resources, and so every team's
+# ResourceQuota for the class.
+GPU_CLASS_RESOURCE_FIELDS = frozenset(
+    {"sharing_mode", "timeslice_replicas", "mig_profiles", "hami_split_count", "memory_mib"}
+)
+# The columns that decide how gpupaas reaches a cluster.
+CLUSTER_CONNECTION_FIELDS = frozenset(
+    {"connection", "kubeconfig_path", "kubeconfig_context", "enabled"}
+)
+
+
+def _save(
+    *, actor: User | None, obj: M, action: str, source_ip: str | None
+) -> tuple[M, bool, dict[str, dict[str, object]]]:
+    """Validate and save ``obj``; audit ``<action>.create`` or ``<action>.update`` with the
+    columns that changed. Returns the row, whether it was created, and the changes (nothing is
+    recorded when an edit changed nothing)."""
+    obj.full_clean()
+    with transaction.atomic():
+        created = obj.pk is None
+        # Locked, so two admins saving the same row record each their own difference.
+        before = (
+            {}
+            if created
+            else snapshot(type(obj)._default_manager.select_for_update().get(pk=obj.pk))
+        )
+        obj.save()
+        after = snapshot(obj)
+        changes = diff(before, after) if not created else {}
+        if created or changes:
+            audit_record(
+                actor=actor,
+                action=f"{action}.{'create' if created else 'update'}",
+                obj=obj,
+                source_ip=source_ip,
+                details={"after": after} if created else {"changed": changes},
+            )
+    return obj, created, changes
+
+
+def _delete(*, actor: User | None, obj: models.Model, action: str, source_ip: str | None) -> None:
+    with transaction.atomic():
+        audit_record(
+            actor=actor,
+            action=f"{action}.delete",
+            obj=obj,
+            source_ip=source_ip,
+            details={"before": snapshot(obj)},
+        )
+        obj.delete()
+
+
+def _setup_enabled_clusters() -> None:
+    for cluster_id in Cluster.objects.filter(enabled=True).values_list("pk", flat=True):
+        taskqueue.CLUSTER_SETUP.on_commit(cluster_id)
+
+
+# --- GPU classes ------------------------------------------------------------------------------
+
+
+def gpu_class_save(
+    *, actor: User | None, gpu_class: GpuClass, source_ip: str | None = None
+) -> GpuClass:
+    """Create or change a GPU class from its edited row.
+
+    When the class's sharing parameters change, the Kubernetes resources its quotas are
+    written in change too: every team's namespace is applied again on every enabled cluster.
+    """
+    with transaction.atomic():
+        gpu_class, created, changes = _save(
+            actor=actor, obj=gpu_class, action="gpuclass", source_ip=source_ip
+        )
+        if not created and GPU_CLASS_RESOURCE_FIELDS.intersection(changes):
+            _setup_enabled_clusters()
+    return gpu_class
+
+
+def gpu_class_set_enabled(
+    *, actor: User | None, gpu_class: GpuClass, enabled: bool, source_ip: str | None = None
+) -> bool:
+    """Offer a class to users, or stop offering it (running work is kept). Returns whether
+    anything changed."""
+    with transaction.atomic():
+        # Conditional update: of two admins flipping the same class, one records the change.
+        changed = GpuClass.objects.filter(pk=gpu_class.pk, enabled=not enabled).update(
+            enabled=enabled
+        )
+        gpu_class.enabled = enabled
+        if changed:
+            audit_record(
+                actor=actor,
+                action="gpuclass.enable" if enabled else "gpuclass.disable",
+                obj=gpu_class,
+                source_ip=source_ip,
+            )
+    return bool(changed)
+
+
+def gpu_class_delete(
+    *, actor: User | None, gpu_class: GpuClass, source_ip: str | None = None
+) -> None:
+    """Delete a class no quota or workload refers to (the database protects those)."""
+    _delete(actor=actor, obj=gpu_class, action="gpuclass", source_ip=source_ip)
+
+
+# --- images -----------------------------------------------------------------------------------
+
+
+def image_save(*, actor: User | None, image: Image, source_ip: str | None = None) -> Image:
+    return _save(actor=actor, obj=image, action="image", source_ip=source_ip)[0]
+
+
+def image_delete(*, actor: User | None, image: Image, source_ip: str | None = None) -> None:
+    _delete(actor=actor, obj=image, action="image", source_ip=source_ip)
+
+
+# --- clusters ---------------------------------------------------------------------------------
+
+
+def cluster_save(*, actor: User | None, cluster: Cluster, source_ip: str | None = None) -> Cluster:
+    """Register or change a cluster. A new, re-enabled or reconnected cluster gets every team's
+    namespace, then its node inventory."""
+    with transaction.atomic():
+        cluster, created, changes = _save(
+            actor=actor, obj=cluster, action="cluster", source_ip=source_ip
+        )
+        if cluster.enabled and (created or CLUSTER_CONNECTION_FIELDS.intersection(changes)):
+            taskqueue.CLUSTER_SETUP.on_commit(cluster.pk)
+    return cluster
+
+
+def cluster_delete(*, actor: User | None, cluster: Cluster, source_ip: str | None = None) -> None:
+    """Forget a cluster: its node inventory goes with it; what runs there is left alone."""
+    _delete(actor=actor, obj=cluster, action="cluster", source_ip=source_ip)
