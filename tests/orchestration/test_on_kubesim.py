@@ -15,7 +15,7 @@ from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.orchestration import manifests as m
 from apps.orchestration import services
 from apps.orchestration.clusters import forget_clients, kube_for
-from apps.orchestration.kube import ClusterUnreachable
+from apps.orchestration.errors import ClusterUnreachable
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from deploy.devtools.kubesim import Kubesim
