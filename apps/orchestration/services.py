@@ -23,6 +23,7 @@ from apps.accounts.models import Team
 from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.common.taskqueue import enqueue
 from apps.orchestration import manifests as m
+from apps.orchestration import reads
 from apps.orchestration import status as st
 from apps.orchestration.clusters import kube_for
 from apps.orchestration.errors import ClusterError, ClusterRefused, ClusterUnreachable
@@ -128,7 +129,7 @@ def _quantity_mib(value: Any) -> int:
 
 def cluster_inventory_sync(*, cluster: Cluster) -> int:
     """Mirror the cluster's GPU nodes into ClusterNode, and update each class's capacity."""
-    nodes = kube_for(cluster).list_owned("v1", "Node", label_selector="nvidia.com/gpu.present=true")
+    nodes = reads.gpu_nodes(cluster)
     classes = {(c.product_label, c.sharing_mode): c for c in GpuClass.objects.all()}
     seen = []
     with transaction.atomic():

@@ -394,7 +394,7 @@ def test_notebook_runs_with_home_volume_kept_on_suspend(
 
 
 def test_logs_tail_and_follow_come_from_the_cluster(team: Team, cluster: Cluster) -> None:
-    from apps.orchestration.observability import LogsUnavailable, workload_events, workload_logs
+    from apps.orchestration.reads import LogsUnavailable, workload_events, workload_logs
 
     workload = admitted(team, params={"pod_annotations": {"kubesim.io/run-duration": "4s"}})
     with pytest.raises(LogsUnavailable, match="No pod"):
