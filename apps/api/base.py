@@ -22,6 +22,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from apps.accounts.models import ApiToken
 from apps.api.ratelimit import rate_limiter
 from apps.common.http import client_ip
+from apps.orchestration.errors import ClusterError, cluster_error_answer
 
 
 def _flatten(detail: Any) -> dict[str, list[str]]:
@@ -33,6 +34,10 @@ def _flatten(detail: Any) -> dict[str, list[str]]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ClusterError):
+        # The same status and words as the portal's (apps.orchestration.errors).
+        answer = cluster_error_answer(exc)
+        return Response(error_body(code=exc.code, message=answer.message), status=answer.status)
     if isinstance(exc, ObjectDoesNotExist | Http404):
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, DjangoPermissionDenied):
@@ -176,7 +181,14 @@ _ERROR_EXAMPLES: dict[int, tuple[str, str, dict[str, list[str]]]] = {
     404: ("not_found", "Not found.", {}),
     409: ("conflict", "No pod is running for this workload, so there are no logs yet.", {}),
     413: ("too_large", "The request body is larger than 1048576 bytes.", {}),
+    422: (
+        "cluster_refused",
+        'The cluster refused: Job.batch "wl-42" is invalid: spec.template.spec.containers[0]'
+        ".image: Required value",
+        {},
+    ),
     429: ("throttled", "Request was throttled. Expected available in 12 seconds.", {}),
+    503: ("cluster_unreachable", "The cluster is unreachable; try again in a moment.", {}),
 }
 
 _ERROR_DESCRIPTIONS = {
@@ -184,9 +196,11 @@ _ERROR_DESCRIPTIONS = {
     401: "No valid token or session.",
     403: "Not allowed: a read-only token writing, or not the owner, a team lead or an admin.",
     404: "No such object, or it belongs to a team you are not in.",
-    409: "Not possible in the object's current state.",
+    409: "Not possible in the object's current state, or the cluster refused it.",
     413: "The request body is too large.",
+    422: "The cluster found the request invalid; the message is the API server's.",
     429: "Rate limit reached; retry after the seconds in Retry-After.",
+    503: "The cluster is unreachable; try again in a moment.",
 }
 
 

@@ -5,18 +5,12 @@ from __future__ import annotations
 import os
 import threading
 
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-
 from apps.catalog.models import Cluster
-from apps.orchestration.kube import Kube
+from apps.orchestration.errors import ClusterConfigError
+from apps.orchestration.kube import Kube, api_client_from_config
 
 _lock = threading.Lock()
 _cache: dict[tuple[str, str, str, float], Kube] = {}
-
-
-class ClusterConfigError(RuntimeError):
-    """The cluster's connection settings cannot be used (missing file, bad context)."""
 
 
 def kube_for(cluster: Cluster) -> Kube:
@@ -35,27 +29,17 @@ def kube_for(cluster: Cluster) -> Kube:
     with _lock:
         kube = _cache.get(key)
         if kube is None:
-            kube = Kube(_api_client(cluster))
+            in_cluster = cluster.connection == Cluster.Connection.IN_CLUSTER
+            try:
+                api_client = api_client_from_config(
+                    kubeconfig=None if in_cluster else cluster.kubeconfig_path,
+                    context=cluster.kubeconfig_context or None,
+                )
+            except ClusterConfigError as exc:
+                raise ClusterConfigError(f"Cluster {cluster.name}: {exc}") from exc
+            kube = Kube(api_client)
             _cache[key] = kube
         return kube
-
-
-def _api_client(cluster: Cluster) -> k8s.ApiClient:
-    configuration = k8s.Configuration()
-    try:
-        if cluster.connection == Cluster.Connection.IN_CLUSTER:
-            k8s_config.load_incluster_config(client_configuration=configuration)
-        else:
-            k8s_config.load_kube_config(
-                config_file=cluster.kubeconfig_path,
-                context=cluster.kubeconfig_context or None,
-                client_configuration=configuration,
-            )
-    except (k8s_config.ConfigException, OSError, ValueError) as exc:
-        raise ClusterConfigError(f"Cluster {cluster.name}: {exc}") from exc
-    # Fail fast when the API server is gone; with_backoff does the retrying.
-    configuration.retries = 0
-    return k8s.ApiClient(configuration)
 
 
 def forget_clients() -> None:

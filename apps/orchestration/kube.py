@@ -3,31 +3,35 @@
 Rules (CONVENTIONS.md): 409 on create means "already there" only when the existing object
 carries our labels — a foreign object is never adopted, patched or deleted; 404 on delete
 means "already gone"; conflicts re-read and retry; 5xx, 429 and network errors back off and
-retry; every retry goes through :func:`with_backoff`.
+retry; every retry goes through :func:`with_backoff`, which also turns whatever the client
+raises into the family of :mod:`apps.orchestration.errors`. API clients are made here only.
 """
 
 from __future__ import annotations
 
+import codecs
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import (
-    ApiException as DynamicApiException,
-)
-from kubernetes.dynamic.exceptions import (
-    ConflictError,
-    NotFoundError,
-    ResourceNotFoundError,
-)
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from apps.orchestration.errors import (
+    ClusterConfigError,
+    ClusterObjectNotFound,
+    ClusterRefused,
+    ClusterUnreachable,
+    cluster_error,
+)
 from apps.orchestration.manifests import LABEL_MANAGED_BY, LABEL_WORKLOAD, MANAGED_BY, Manifest
 
 log = logging.getLogger(__name__)
@@ -41,12 +45,29 @@ NETWORK_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-class ClusterUnreachable(RuntimeError):
-    """The API server did not answer (network error or 5xx) after every retry."""
-
-
-class ForeignObjectError(RuntimeError):
+class ForeignObjectError(ClusterRefused):
     """An object with our name exists but is not ours: we leave it alone and say so."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=409, reason="AlreadyExists")
+
+
+def api_client_from_config(*, kubeconfig: str | None, context: str | None = None) -> k8s.ApiClient:
+    """An API client from a kubeconfig file, or from the pod's service account when
+    ``kubeconfig`` is None. It fails fast when the API server is gone: :func:`with_backoff`
+    does the retrying."""
+    configuration = k8s.Configuration()
+    try:
+        if kubeconfig is None:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            k8s_config.load_kube_config(
+                config_file=kubeconfig, context=context or None, client_configuration=configuration
+            )
+    except (k8s_config.ConfigException, OSError, ValueError) as exc:
+        raise ClusterConfigError(str(exc)) from exc
+    configuration.retries = 0
+    return k8s.ApiClient(configuration)
 
 
 @dataclass(frozen=True)
@@ -59,25 +80,24 @@ class Backoff:
 DEFAULT_BACKOFF = Backoff()
 
 
-def _status(exc: BaseException) -> int | None:
-    if isinstance(exc, ApiException | DynamicApiException):
-        return int(exc.status) if exc.status is not None else None
-    return None
-
-
 def with_backoff(fn: Callable[[], T], *, what: str, backoff: Backoff = DEFAULT_BACKOFF) -> T:
-    """Call ``fn``; retry 5xx, 429 and network errors with jittered exponential backoff."""
+    """Call ``fn``; retry 5xx, 429 and network errors with jittered exponential backoff.
+
+    What the client raises comes out as the family of :mod:`apps.orchestration.errors`:
+    :class:`ClusterUnreachable` once the retries are spent, :class:`ClusterObjectNotFound`
+    for a 404, :class:`ClusterRefused` (with the API server's message) for other refusals.
+    """
     for attempt in range(1, backoff.attempts + 1):
         try:
             return fn()
         except NETWORK_ERRORS as exc:
             error: BaseException = exc
-        except (ApiException, DynamicApiException) as exc:
-            if _status(exc) not in RETRY_STATUSES:
-                raise
+        except ApiException as exc:
+            if exc.status not in RETRY_STATUSES:
+                raise cluster_error(exc, what=what) from exc
             error = exc
         if attempt == backoff.attempts:
-            raise ClusterUnreachable(f"{what}: {type(error).__name__}: {error}") from error
+            raise cluster_error(error, what=what) from error
         delay = min(backoff.max_seconds, backoff.base_seconds * 2 ** (attempt - 1))
         time.sleep(delay * (0.5 + random.random() / 2))  # noqa: S311 - jitter, not security
     raise AssertionError("unreachable")
@@ -137,8 +157,17 @@ class Kube:
             )
         return self._dynamic
 
+    @cached_property
+    def core(self) -> k8s.CoreV1Api:
+        """The typed core API, for what the dynamic client does not stream (container logs)."""
+        return k8s.CoreV1Api(self.api_client)
+
     def resource(self, api_version: str, kind: str) -> Any:
-        return self.dynamic.resources.get(api_version=api_version, kind=kind)
+        # A kind missing from the cache makes the client read discovery again: an API call.
+        return self._call(
+            lambda: self.dynamic.resources.get(api_version=api_version, kind=kind),
+            f"discover {api_version} {kind}",
+        )
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
         return with_backoff(fn, what=what, backoff=self.backoff)
@@ -149,7 +178,7 @@ class Kube:
         res = self.resource(api_version, kind)
         try:
             obj = self._call(lambda: res.get(name=name, namespace=namespace), f"get {kind} {name}")
-        except NotFoundError:
+        except ClusterObjectNotFound:
             return None
         return dict(obj.to_dict())
 
@@ -164,8 +193,9 @@ class Kube:
             try:
                 self._call(lambda: res.create(body=manifest, namespace=namespace), f"create {what}")
                 return Applied(kind, namespace or "", name, created=True, patched=False)
-            except ConflictError:
-                pass
+            except ClusterRefused as exc:
+                if exc.status != 409:
+                    raise
             current = self.get(api_version, kind, name, namespace)
             if current is None:
                 continue  # deleted between our create and our read: create again
@@ -191,8 +221,10 @@ class Kube:
                     f"patch {what}",
                 )
                 return Applied(kind, namespace or "", name, created=False, patched=True)
-            except ConflictError:
-                continue  # someone changed it meanwhile: re-read and try again
+            except ClusterRefused as exc:
+                if exc.status != 409:
+                    raise
+                # someone changed it meanwhile: re-read and try again
         raise ClusterUnreachable(f"{what} kept changing under us; will retry on the next pass.")
 
     def delete(
@@ -223,11 +255,41 @@ class Kube:
                 ),
                 f"delete {kind} {name}",
             )
-        except NotFoundError:
+        except ClusterObjectNotFound:
             return False
-        except ConflictError:
+        except ClusterRefused as exc:
+            if exc.status != 409:
+                raise
             return False  # a new object took the name (UID precondition): not the one we meant
         return True
+
+    def list_objects(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Objects of a kind as plain dicts (the API server's JSON), in one list call."""
+        res = self.resource(api_version, kind)
+        selectors = {
+            key: value
+            for key, value in (
+                ("label_selector", label_selector),
+                ("field_selector", field_selector),
+            )
+            if value is not None
+        }
+        try:
+            result = self._call(
+                lambda: res.get(namespace=namespace, **selectors),
+                f"list {kind}",
+            )
+        except ResourceNotFoundError:
+            return []
+        return [dict(item.to_dict()) for item in result.items]
 
     def list_owned(
         self,
@@ -237,15 +299,43 @@ class Kube:
         namespace: str | None = None,
         label_selector: str = f"{LABEL_MANAGED_BY}={MANAGED_BY}",
     ) -> list[dict[str, Any]]:
-        res = self.resource(api_version, kind)
+        return self.list_objects(
+            api_version, kind, namespace=namespace, label_selector=label_selector
+        )
+
+    def pod_log(
+        self, name: str, namespace: str, *, container: str, tail_lines: int, follow: bool
+    ) -> Iterator[str]:
+        """Lines of a container's log, with timestamps; with ``follow`` the stream stays open
+        until the container stops. A stream that breaks ends with :class:`ClusterUnreachable`."""
+        what = f"logs of {namespace}/{name}"
+        response = self._call(
+            lambda: self.core.read_namespaced_pod_log(
+                name,
+                namespace,
+                container=container,
+                tail_lines=tail_lines,
+                follow=follow,
+                timestamps=True,
+                _preload_content=False,
+            ),
+            what,
+        )
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        pending = ""
         try:
-            result = self._call(
-                lambda: res.get(namespace=namespace, label_selector=label_selector),
-                f"list {kind}",
-            )
-        except ResourceNotFoundError:
-            return []
-        return [dict(item.to_dict()) for item in result.items]
+            for chunk in response.stream(decode_content=True):
+                pending += decoder.decode(chunk)
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    yield line.removesuffix("\r")
+            pending += decoder.decode(b"", final=True)
+            if pending:
+                yield pending.removesuffix("\r")
+        except NETWORK_ERRORS as exc:
+            raise cluster_error(exc, what=what) from exc
+        finally:
+            response.release_conn()
 
     def apply_all(
         self, manifests: Iterable[Manifest], *, workload_id: int | None = None

@@ -267,13 +267,18 @@ class WorkloadSpec:
     sweep_grid: Mapping[str, Sequence[str]] = field(default_factory=dict)
     notebook_base_url: str = ""
     notebook_host: str = ""
-    notebook_token_secret: str = ""
     home_claim: str = ""
     home_size: str = "20Gi"
 
     @property
     def base_name(self) -> str:
         return f"wl-{self.id}"
+
+    @property
+    def notebook_token_secret(self) -> str:
+        """The name of a notebook's token Secret. Readers take it from the names stored on
+        the workload when the Secret was created, never from here."""
+        return f"{self.base_name}-token"
 
     @property
     def labels(self) -> dict[str, str]:
@@ -551,6 +556,11 @@ def _with(spec: WorkloadSpec, **changes: Any) -> WorkloadSpec:
     return replace(spec, **changes)
 
 
+def notebook_path(namespace: str, workload_id: int) -> str:
+    """Where a notebook is served on the notebook host: its Ingress path and Jupyter's base URL."""
+    return f"/notebooks/{namespace}/{workload_id}/"
+
+
 def notebook_manifests(spec: WorkloadSpec) -> list[Manifest]:
     """JupyterLab as a StatefulSet of one, the user's home volume, a Service and an Ingress.
 
@@ -559,7 +569,7 @@ def notebook_manifests(spec: WorkloadSpec) -> list[Manifest]:
     """
     name = spec.base_name
     labels = spec.labels
-    base_url = spec.notebook_base_url or f"/notebooks/{spec.namespace}/{spec.id}/"
+    base_url = spec.notebook_base_url or notebook_path(spec.namespace, spec.id)
     container = _container(spec, "notebook", spec.env)
     container["env"].append(
         {

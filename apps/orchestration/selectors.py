@@ -142,7 +142,6 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         pod_annotations=annotations,
         sweep_grid=grid,
         notebook_host=settings.NOTEBOOK_HOST,
-        notebook_token_secret=f"wl-{workload.pk}-token",
         home_claim=home_claim_name(workload),
         home_size=settings.NOTEBOOK_HOME_SIZE,
     )

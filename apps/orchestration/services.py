@@ -24,11 +24,12 @@ from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.catalog.resources import ResourceMappingError
 from apps.common import taskqueue
 from apps.orchestration import manifests as m
+from apps.orchestration import reads
 from apps.orchestration import status as st
-from apps.orchestration.clusters import ClusterConfigError, kube_for
+from apps.orchestration.clusters import kube_for
+from apps.orchestration.errors import ClusterError, ClusterRefused, ClusterUnreachable
 from apps.orchestration.kube import (
     Applied,
-    ClusterUnreachable,
     ForeignObjectError,
     Kube,
 )
@@ -128,7 +129,7 @@ def _quantity_mib(value: Any) -> int:
 
 def cluster_inventory_sync(*, cluster: Cluster) -> int:
     """Mirror the cluster's GPU nodes into ClusterNode, and update each class's capacity."""
-    nodes = kube_for(cluster).list_owned("v1", "Node", label_selector="nvidia.com/gpu.present=true")
+    nodes = reads.gpu_nodes(cluster)
     classes = {(c.product_label, c.sharing_mode): c for c in GpuClass.objects.all()}
     seen = []
     with transaction.atomic():
@@ -265,7 +266,9 @@ def workload_reconcile(*, workload_id: int) -> str:
         if workload.state in LIVE_STATES:
             try:
                 applied = _ensure_objects(kube, workload)
-            except (ResourceMappingError, ForeignObjectError) as exc:
+            except (ResourceMappingError, ClusterRefused) as exc:
+                # A record the API server rejects (or a foreign object in the way) fails this
+                # workload with the server's words; it never blocks the others.
                 workload_transition(
                     workload=workload, to_state=wl.FAILED, reason=f"cannot be started: {exc}"
                 )
@@ -294,7 +297,7 @@ def workload_reconcile(*, workload_id: int) -> str:
             _delete_objects(kube, workload)
             Workload.objects.filter(pk=workload.pk).update(k8s_objects=[])
             return "deleted"
-    except (ClusterUnreachable, ClusterConfigError) as exc:
+    except ClusterUnreachable as exc:
         log.warning("workload %s: %s", workload_id, exc)
         Workload.objects.filter(pk=workload.pk).update(last_reason=UNREACHABLE_REASON)
         raise
@@ -337,9 +340,12 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
     for workload_id, counter in todo:
         try:
             outcome = workload_reconcile(workload_id=workload_id)
-        except (ClusterUnreachable, ClusterConfigError) as exc:
+        except ClusterUnreachable as exc:
             result.unreachable.append(str(exc))
             return result
+        except ClusterError as exc:
+            result.errors.append(f"workload {workload_id}: {exc}")
+            continue
         if outcome in ("ensured", "deleted"):
             setattr(result, counter, getattr(result, counter) + 1)
 

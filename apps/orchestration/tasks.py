@@ -12,12 +12,12 @@ from apps.accounts.models import Team
 from apps.catalog.models import Cluster
 from apps.common import taskqueue
 from apps.orchestration import services
-from apps.orchestration.clusters import ClusterConfigError
-from apps.orchestration.kube import ClusterUnreachable
+from apps.orchestration.errors import ClusterError, ClusterUnreachable
 from apps.orchestration.selectors import enabled_clusters
 
 log = logging.getLogger(__name__)
-RETRYABLE = (ClusterUnreachable, ClusterConfigError)
+# Unreachable includes connection settings that cannot be used (ClusterConfigError).
+RETRYABLE = (ClusterUnreachable,)
 
 
 @shared_task(
@@ -57,8 +57,9 @@ def _each_cluster(fn: Any) -> None:
     for cluster in enabled_clusters():
         try:
             fn(cluster=cluster)
-        except RETRYABLE as exc:
+        except ClusterError as exc:
             # The next beat tick retries; workloads already say "cluster unreachable, retrying".
+            # One cluster's failure never keeps the others from their pass.
             log.warning("cluster %s: %s", cluster.name, exc)
 
 

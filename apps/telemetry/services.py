@@ -23,8 +23,8 @@ from apps.audit.changes import diff, snapshot
 from apps.audit.services import audit_record
 from apps.catalog.models import ClusterNode, GpuClass
 from apps.orchestration import manifests as m
-from apps.orchestration.clusters import ClusterConfigError, kube_for
-from apps.orchestration.kube import ClusterUnreachable
+from apps.orchestration import reads
+from apps.orchestration.errors import ClusterError
 from apps.orchestration.selectors import enabled_clusters
 from apps.telemetry import core
 from apps.telemetry.models import (
@@ -100,8 +100,8 @@ def pod_index_from_clusters(
     pods: list[dict[str, Any]] = []
     for cluster in enabled_clusters():
         try:
-            pods += kube_for(cluster).list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD)
-        except (ClusterUnreachable, ClusterConfigError) as exc:
+            pods += reads.labelled_pods(cluster)
+        except ClusterError as exc:
             log.warning("telemetry: pods of cluster %s unknown this cycle: %s", cluster.name, exc)
     return pod_index_build(pods, workloads)
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -13,9 +12,6 @@ from django.db.models import F, Q, QuerySet
 from apps.accounts.models import Membership, Team, User
 from apps.accounts.selectors import team_ids_of
 from apps.catalog.models import GpuClass
-from apps.orchestration.clusters import ClusterConfigError, kube_for
-from apps.orchestration.kube import ClusterUnreachable
-from apps.orchestration.selectors import cluster_of
 from apps.workloads import core
 from apps.workloads.models import RequestTemplate, Workload
 
@@ -318,34 +314,6 @@ def team_workloads(
     if gpu_class is not None:
         qs = qs.filter(gpu_class=gpu_class)
     return qs
-
-
-class NotebookUnavailable(RuntimeError):
-    """The notebook cannot be opened now; the message says why."""
-
-
-def notebook_token(workload: Workload) -> str:
-    """The Jupyter token, read from the workload's Secret in the cluster on demand.
-
-    It lives only there: never stored in the database, never logged.
-    """
-    spec_secret = f"wl-{workload.pk}-token"
-    cluster = cluster_of(workload)
-    if cluster is None:
-        raise NotebookUnavailable("The notebook has not been placed on a cluster yet.")
-    try:
-        secret = kube_for(cluster).get("v1", "Secret", spec_secret, workload.team.namespace)
-    except (ClusterConfigError, ClusterUnreachable) as exc:
-        raise NotebookUnavailable("The cluster is unreachable; try again in a moment.") from exc
-    data = (secret or {}).get("data") or {}
-    encoded = data.get("token")
-    if not encoded:
-        raise NotebookUnavailable("The notebook is still starting; try again in a moment.")
-    return base64.b64decode(encoded).decode("utf-8")
-
-
-def notebook_path(workload: Workload) -> str:
-    return f"/notebooks/{workload.team.namespace}/{workload.pk}/"
 
 
 def request_templates_for(user: User, *, kind: str | None = None) -> QuerySet[RequestTemplate]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from apps.orchestration.observability import LogsUnavailable
+from apps.orchestration.reads import LogsUnavailable
 from apps.workloads import core
 from apps.workloads.models import IdempotencyKey, Workload
 from tests.api.conftest import Client

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from apps.orchestration.observability import LogsUnavailable
+from apps.orchestration.reads import LogsUnavailable
 from apps.telemetry.models import UsageDay
 from apps.workloads import core
 from apps.workloads.models import Workload

@@ -233,7 +233,6 @@ def test_notebook_has_statefulset_service_ingress_and_token_from_secret() -> Non
         args=(),
         env={},
         read_only_root=True,
-        notebook_token_secret="wl-42-token",
         home_claim="home-alice",
         notebook_host="gpu.example.com",
     )

@@ -15,7 +15,7 @@ from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.orchestration import manifests as m
 from apps.orchestration import services
 from apps.orchestration.clusters import forget_clients, kube_for
-from apps.orchestration.kube import ClusterUnreachable
+from apps.orchestration.errors import ClusterUnreachable
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from deploy.devtools.kubesim import Kubesim
@@ -394,7 +394,7 @@ def test_notebook_runs_with_home_volume_kept_on_suspend(
 
 
 def test_logs_tail_and_follow_come_from_the_cluster(team: Team, cluster: Cluster) -> None:
-    from apps.orchestration.observability import LogsUnavailable, workload_events, workload_logs
+    from apps.orchestration.reads import LogsUnavailable, workload_events, workload_logs
 
     workload = admitted(team, params={"pod_annotations": {"kubesim.io/run-duration": "4s"}})
     with pytest.raises(LogsUnavailable, match="No pod"):

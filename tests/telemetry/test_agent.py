@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import urllib.request
 from pathlib import Path
@@ -14,7 +17,7 @@ from apps.telemetry.agent.__main__ import make_server
 from apps.telemetry.agent.collector import Collector
 from apps.telemetry.agent.fake import FakeGpu, FakeNvml
 from apps.telemetry.agent.nvml import NvmlUnavailable, Process, PynvmlBackend
-from apps.telemetry.agent.pods import CgroupPodResolver, PodRef, pod_uid_from_cgroup
+from apps.telemetry.agent.pods import CgroupPodResolver, PodRef, pod_uid_from_cgroup, pods_by_uid
 
 POD_A = PodRef("team-vision", "wl-1-0", "notebook")
 POD_B = PodRef("team-nlp", "wl-2-abcde", "main")
@@ -142,6 +145,25 @@ def test_cgroup_resolver_names_the_pod_of_a_process(tmp_path: Path) -> None:
     resolver = CgroupPodResolver(lambda: {uid: POD_A}, proc=tmp_path)
     assert resolver.pod_of(77) == POD_A
     assert resolver.pod_of(78) is None
+
+
+def test_pods_of_the_node_are_named_by_uid_with_their_first_container() -> None:
+    pods = [
+        {
+            "metadata": {"uid": "u-1", "namespace": "team-vision", "name": "wl-1-0"},
+            "spec": {"containers": [{"name": "notebook"}, {"name": "sidecar"}]},
+        },
+        {"metadata": {"uid": "u-2", "namespace": "kube-system", "name": "bare"}, "spec": {}},
+    ]
+    assert pods_by_uid(pods) == {"u-1": POD_A, "u-2": PodRef("kube-system", "bare", "")}
+
+
+def test_the_agent_reads_pods_without_django() -> None:
+    """The node agent runs without Django: the read module it uses must import without it."""
+    code = "import apps.orchestration.reads, apps.telemetry.agent.pods"
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_real_backend_says_so_when_there_is_no_driver() -> None:

@@ -20,7 +20,6 @@ from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
 )
-from kubernetes.client.exceptions import ApiException
 from rest_framework import exceptions, serializers, status
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
@@ -45,8 +44,8 @@ from apps.api.serializers import (
 )
 from apps.catalog.models import GpuClass, Image
 from apps.common.http import client_ip
-from apps.orchestration.kube import ClusterUnreachable
-from apps.orchestration.observability import LogsUnavailable, workload_events, workload_logs
+from apps.orchestration.errors import ClusterError, cluster_error_answer
+from apps.orchestration.reads import LogsUnavailable, workload_events, workload_logs
 from apps.workloads import idempotency as idem
 from apps.workloads.models import Workload
 from apps.workloads.selectors import WorkloadFilters, WorkloadListing, workload_for_user
@@ -513,7 +512,8 @@ class WorkloadLogsView(APIView):
             "The last `tail` lines of one replica's main container, as plain text with "
             "timestamps. With `follow=true` the response streams new lines until the "
             "container stops or the client disconnects. 409 when there are no logs to show "
-            "(not placed yet, no pod, or the cluster does not serve logs)."
+            "(not placed yet, no pod) or the cluster refuses them (container not started); 503 "
+            "when the cluster is unreachable."
         ),
         parameters=[LogsQuerySerializer],
         responses={
@@ -527,7 +527,7 @@ class WorkloadLogsView(APIView):
                     )
                 ],
             ),
-            **error_responses(400, 404, 409),
+            **error_responses(400, 404, 409, 422, 503),
         },
     )
     def get(self, request: Request, workload_id: int) -> StreamingHttpResponse:
@@ -542,7 +542,8 @@ class WorkloadLogsView(APIView):
             replica=opts["replica"],
         )
         # The generator talks to the cluster on its first step: take it here, so that "no
-        # logs" is a 409 with the error shape rather than a broken 200 stream.
+        # logs" is a 409 and a cluster error its answer (base.exception_handler), with the
+        # error shape, rather than a broken 200 stream.
         try:
             first = list(_take_one(lines))
         except LogsUnavailable as exc:
@@ -568,6 +569,8 @@ def _until_unavailable(lines: Iterator[str]) -> Iterator[str]:
         yield from lines
     except LogsUnavailable as exc:
         yield f"[gpupaas] log stream ended: {exc}"
+    except ClusterError as exc:
+        yield f"[gpupaas] log stream ended: {cluster_error_answer(exc).message}"
 
 
 class WorkloadEventsView(APIView):
@@ -614,12 +617,10 @@ class WorkloadEventsView(APIView):
         else:
             try:
                 cluster_events = workload_events(workload=workload)
-            except (LogsUnavailable, ClusterUnreachable, ApiException) as exc:
-                unavailable = (
-                    str(exc)
-                    if isinstance(exc, LogsUnavailable)
-                    else ("The cluster did not answer; try again in a moment.")
-                )
+            except LogsUnavailable as exc:
+                unavailable = str(exc)
+            except ClusterError as exc:
+                unavailable = cluster_error_answer(exc).message
         return Response(
             {
                 "events": WorkloadEventSerializer(events, many=True).data,

@@ -19,7 +19,7 @@ from typing import Any
 
 from apps.telemetry.agent.collector import Collector
 from apps.telemetry.agent.nvml import NvmlUnavailable, PynvmlBackend
-from apps.telemetry.agent.pods import CgroupPodResolver, NoPods, PodResolver, kubernetes_directory
+from apps.telemetry.agent.pods import CgroupPodResolver, NoPods, PodResolver, cluster_directory
 
 
 def make_server(collector: Collector, host: str, port: int) -> ThreadingHTTPServer:
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     resolver: PodResolver = NoPods()
     if args.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        resolver = CgroupPodResolver(kubernetes_directory(args.hostname, args.kubeconfig))
+        resolver = CgroupPodResolver(cluster_directory(args.hostname, args.kubeconfig))
     server = make_server(Collector(nvml, args.hostname, resolver), args.host, args.port)
     print(f"gpupaas agent: {nvml.device_count()} GPUs, serving :{args.port}/metrics", flush=True)
     try:

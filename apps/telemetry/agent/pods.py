@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -68,25 +68,21 @@ class CgroupPodResolver:
         return self._pods.get(uid)
 
 
-def kubernetes_directory(node_name: str, kubeconfig: str | None) -> Callable[[], dict[str, PodRef]]:
-    """Pods on this node from the Kubernetes API (in-cluster, or a kubeconfig)."""
-    from kubernetes import client, config
+def pods_by_uid(pods: Iterable[Mapping[str, Any]]) -> dict[str, PodRef]:
+    """Pods (the API server's JSON) by UID, each named by namespace, name, first container."""
+    result = {}
+    for pod in pods:
+        meta = pod["metadata"]
+        containers = (pod.get("spec") or {}).get("containers") or []
+        result[meta["uid"]] = PodRef(
+            meta["namespace"], meta["name"], containers[0]["name"] if containers else ""
+        )
+    return result
 
-    if kubeconfig:
-        api_client = config.new_client_from_config(config_file=kubeconfig)
-    else:
-        config.load_incluster_config()
-        api_client = client.ApiClient()
-    api = client.CoreV1Api(api_client)
 
-    def directory() -> dict[str, PodRef]:
-        pods: Any = api.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node_name}")
-        result = {}
-        for pod in pods.items:
-            containers = pod.spec.containers or []
-            result[pod.metadata.uid] = PodRef(
-                pod.metadata.namespace, pod.metadata.name, containers[0].name if containers else ""
-            )
-        return result
+def cluster_directory(node_name: str, kubeconfig: str | None) -> Callable[[], dict[str, PodRef]]:
+    """Pods on this node from the cluster's API (in-cluster, or a kubeconfig)."""
+    from apps.orchestration.reads import node_pods_reader
 
-    return directory
+    read = node_pods_reader(node_name, kubeconfig=kubeconfig)
+    return lambda: pods_by_uid(read())

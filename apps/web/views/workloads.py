@@ -32,7 +32,15 @@ from apps.accounts.selectors import memberships_of, teams_of
 from apps.catalog.models import GpuClass
 from apps.catalog.selectors import gpu_class_capacity
 from apps.common.http import client_ip
-from apps.orchestration.observability import LogsUnavailable, workload_events, workload_logs
+from apps.orchestration.errors import ClusterError, cluster_error_answer
+from apps.orchestration.reads import (
+    LogsUnavailable,
+    NotebookUnavailable,
+    notebook_path,
+    notebook_token,
+    workload_events,
+    workload_logs,
+)
 from apps.orchestration.selectors import gpu_class_spec
 from apps.quotas.core import format_milli
 from apps.quotas.selectors import quota_bars_for_teams
@@ -45,9 +53,6 @@ from apps.web.forms.workloads import (
 from apps.workloads import core, sizing
 from apps.workloads.models import RequestTemplate, Workload
 from apps.workloads.selectors import (
-    NotebookUnavailable,
-    notebook_path,
-    notebook_token,
     request_template_for_user,
     request_templates_for,
     waiting_workloads_for_teams,
@@ -402,6 +407,9 @@ def workload_events_partial(request: HttpRequest, workload_id: int) -> HttpRespo
         events, problem = workload_events(workload=workload), None
     except LogsUnavailable as exc:
         events, problem = [], str(exc)
+    except ClusterError as exc:
+        # The API's words for the same error; the partial answers 200 so that htmx shows it.
+        events, problem = [], cluster_error_answer(exc).message
     return render(
         request,
         "workloads/_events.html",
@@ -417,6 +425,9 @@ def workload_logs_partial(request: HttpRequest, workload_id: int) -> HttpRespons
         lines, problem = list(workload_logs(workload=workload, tail_lines=LOG_TAIL_LINES)), None
     except LogsUnavailable as exc:
         lines, problem = [], str(exc)
+    except ClusterError as exc:
+        # The API's words for the same error; the partial answers 200 so that htmx shows it.
+        lines, problem = [], cluster_error_answer(exc).message
     return render(
         request,
         "workloads/_logs.html",
@@ -440,6 +451,9 @@ def workload_logs_stream(request: HttpRequest, workload_id: int) -> StreamingHtt
                 yield _sse("line", line)
         except LogsUnavailable as exc:
             yield _sse("unavailable", str(exc))
+            return
+        except ClusterError as exc:
+            yield _sse("unavailable", cluster_error_answer(exc).message)
             return
         yield _sse("end", "The log stream ended (the container stopped).")
 
@@ -519,6 +533,7 @@ def workload_open(request: HttpRequest, workload_id: int) -> HttpResponse:
         raise PermissionDenied("Only the notebook's owner and platform admins may open it.")
     path = notebook_path(workload)
     problem = None
+    status = 200
     if workload.state != core.RUNNING:
         problem = f"The notebook is {workload.get_state_display().lower()}, not running."
     elif not settings.NOTEBOOK_HOST:
@@ -528,6 +543,8 @@ def workload_open(request: HttpRequest, workload_id: int) -> HttpResponse:
             token = notebook_token(workload)
         except NotebookUnavailable as exc:
             problem = str(exc)
+        except ClusterError as exc:
+            status, problem = cluster_error_answer(exc)
         else:
             host = settings.NOTEBOOK_HOST.rstrip("/")
             base = host if "://" in host else f"https://{host}"
@@ -539,6 +556,7 @@ def workload_open(request: HttpRequest, workload_id: int) -> HttpResponse:
         request,
         "workloads/open.html",
         {"workload": workload, "path": path, "problem": problem},
+        status=status,
     )
     response["Cache-Control"] = "no-store"
     return response

@@ -1,0 +1,190 @@
+"""Every read of a cluster that other apps and the edges need, through the adapter
+(:mod:`apps.orchestration.kube`) only: a workload's pods, container logs and events, a
+notebook's token, the labelled pods telemetry joins to its metrics, the GPU nodes of the
+inventory, and the pods of one node for the node agent.
+
+Objects are found by the names stored on the workload when they were created, or by the
+workload label; no name is rebuilt here. Cluster failures come out as the family of
+:mod:`apps.orchestration.errors`, which the portal and the API answer alike. The two errors
+below say that there is nothing to show yet, which is no failure of the cluster.
+
+Django-side imports are made inside the functions that need them: the node agent
+(``python -m apps.telemetry.agent``) imports this module without Django.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from apps.orchestration import manifests as m
+from apps.orchestration.kube import Kube, api_client_from_config
+
+if TYPE_CHECKING:
+    from apps.catalog.models import Cluster
+    from apps.workloads.models import Workload
+
+
+class LogsUnavailable(RuntimeError):
+    """There are no logs to show yet (not placed, no pod, no such replica); says why."""
+
+
+class NotebookUnavailable(RuntimeError):
+    """The notebook cannot be opened yet (not placed, still starting); says why."""
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    time: datetime | None
+    type: str
+    reason: str
+    message: str
+    object: str
+    count: int
+
+
+def _kube(cluster: Cluster) -> Kube:
+    from apps.orchestration.clusters import kube_for
+
+    return kube_for(cluster)
+
+
+def _placed_kube(workload: Workload, unplaced: Exception) -> Kube:
+    """The adapter of the workload's cluster; ``unplaced`` is raised when it has none."""
+    from apps.orchestration.selectors import cluster_of
+
+    cluster = cluster_of(workload)
+    if cluster is None:
+        raise unplaced
+    return _kube(cluster)
+
+
+def _pods(kube: Kube, workload: Workload) -> list[dict[str, Any]]:
+    pods = kube.list_objects(
+        "v1",
+        "Pod",
+        namespace=workload.team.namespace,
+        label_selector=f"{m.LABEL_WORKLOAD}={workload.pk}",
+    )
+    return sorted(pods, key=lambda p: str(p["metadata"]["name"]))
+
+
+# --- a workload ---------------------------------------------------------------------------
+
+
+def workload_pods(workload: Workload) -> list[dict[str, Any]]:
+    """The workload's pods (the API server's JSON), by name."""
+    unplaced = LogsUnavailable("The workload has not been placed on a cluster yet.")
+    return _pods(_placed_kube(workload, unplaced), workload)
+
+
+def workload_logs(
+    *, workload: Workload, tail_lines: int = 200, follow: bool = False, replica: int = 0
+) -> Iterator[str]:
+    """Lines of the main container of one replica; with ``follow`` the stream stays open."""
+    if tail_lines < 1 or tail_lines > 10_000:
+        raise ValueError("tail_lines must be between 1 and 10000.")
+    kube = _placed_kube(
+        workload, LogsUnavailable("The workload has not been placed on a cluster yet.")
+    )
+    pods = _pods(kube, workload)
+    if not pods:
+        raise LogsUnavailable("No pod is running for this workload, so there are no logs yet.")
+    if replica >= len(pods) or replica < 0:
+        raise LogsUnavailable(f"Replica {replica} does not exist; there are {len(pods)}.")
+    pod = pods[replica]
+    yield from kube.pod_log(
+        pod["metadata"]["name"],
+        workload.team.namespace,
+        container=pod["spec"]["containers"][0]["name"],
+        tail_lines=tail_lines,
+        follow=follow,
+    )
+
+
+def _event_time(event: Mapping[str, Any]) -> datetime | None:
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        value = event.get(key)
+        if value:
+            try:
+                return datetime.fromisoformat(str(value))
+            except ValueError:
+                continue
+    return None
+
+
+def workload_events(*, workload: Workload) -> list[ClusterEvent]:
+    """Kubernetes events of the workload's stored objects and of its pods, oldest first."""
+    kube = _placed_kube(
+        workload, LogsUnavailable("The workload has not been placed on a cluster yet.")
+    )
+    names = {ref["name"] for ref in workload.k8s_objects or []}
+    names.update(p["metadata"]["name"] for p in _pods(kube, workload))
+    events = kube.list_objects("v1", "Event", namespace=workload.team.namespace)
+    result = []
+    for e in events:
+        involved = e.get("involvedObject") or {}
+        if involved.get("name") not in names:
+            continue
+        result.append(
+            ClusterEvent(
+                time=_event_time(e),
+                type=e.get("type") or "",
+                reason=e.get("reason") or "",
+                message=e.get("message") or "",
+                object=f"{involved.get('kind')}/{involved.get('name')}",
+                count=int(e.get("count") or 1),
+            )
+        )
+    return sorted(result, key=lambda e: e.time.timestamp() if e.time else 0.0)
+
+
+def notebook_path(workload: Workload) -> str:
+    """Where the notebook is served on the notebook host."""
+    return m.notebook_path(workload.team.namespace, workload.pk)
+
+
+def notebook_token(workload: Workload) -> str:
+    """The Jupyter token, read on demand from the Secret whose name was stored when it was
+    created (a notebook owns one Secret: its token).
+
+    It lives only there: never stored in the database, never logged.
+    """
+    kube = _placed_kube(
+        workload, NotebookUnavailable("The notebook has not been placed on a cluster yet.")
+    )
+    ref = next((r for r in workload.k8s_objects or [] if r.get("kind") == "Secret"), None)
+    secret = kube.get("v1", "Secret", ref["name"], ref["namespace"]) if ref else None
+    encoded = ((secret or {}).get("data") or {}).get("token")
+    if not encoded:
+        raise NotebookUnavailable("The notebook is still starting; try again in a moment.")
+    return base64.b64decode(encoded).decode("utf-8")
+
+
+# --- a cluster ----------------------------------------------------------------------------
+
+
+def labelled_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every pod carrying a workload label on the cluster, in one list call."""
+    return _kube(cluster).list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD)
+
+
+def gpu_nodes(cluster: Cluster) -> list[dict[str, Any]]:
+    """The cluster's GPU nodes, for the inventory."""
+    return _kube(cluster).list_objects("v1", "Node", label_selector="nvidia.com/gpu.present=true")
+
+
+def node_pods_reader(
+    node_name: str, *, kubeconfig: str | None
+) -> Callable[[], list[dict[str, Any]]]:
+    """For the node agent: a function listing the pods on one node, from a kubeconfig file or
+    (None) the pod's service account. The client is made now, so bad settings fail at once."""
+    kube = Kube(api_client_from_config(kubeconfig=kubeconfig))
+
+    def read() -> list[dict[str, Any]]:
+        return kube.list_objects("v1", "Pod", field_selector=f"spec.nodeName={node_name}")
+
+    return read

@@ -1,0 +1,99 @@
+"""The read module finds objects by the names stored when they were created (a stand-in
+adapter records what is asked of the cluster)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from apps.catalog.models import Cluster
+from apps.orchestration import reads
+from apps.orchestration.errors import ClusterUnreachable
+from apps.workloads import core
+from apps.workloads.models import Workload
+from tests.factories import WorkloadFactory
+from tests.plugins.cast import Cast
+
+pytestmark = pytest.mark.django_db
+
+
+class RecordingKube:
+    def __init__(self, objects: dict[tuple[str, str, str], dict[str, Any]]) -> None:
+        self.objects = objects
+        self.asked: list[tuple[str, str, str]] = []
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None
+    ) -> dict[str, Any] | None:
+        self.asked.append((kind, namespace or "", name))
+        return self.objects.get((kind, namespace or "", name))
+
+
+@pytest.fixture
+def kube(monkeypatch: pytest.MonkeyPatch) -> RecordingKube:
+    fake = RecordingKube({})
+    monkeypatch.setattr(reads, "_kube", lambda cluster: fake)
+    return fake
+
+
+def notebook(cast: Cast, **kw: Any) -> Workload:
+    values: dict[str, Any] = {
+        "team": cast.team,
+        "owner": cast.owner,
+        "gpu_class": cast.gpu_class,
+        "image": cast.image,
+        "kind": core.KIND_NOTEBOOK,
+        "state": core.RUNNING,
+    }
+    values.update(kw)
+    if "cluster" not in kw:
+        values["cluster"] = Cluster.objects.create(name="c1", kubeconfig_path="/nowhere")
+    return WorkloadFactory(**values)
+
+
+def test_the_token_is_read_from_the_secret_named_when_it_was_created(
+    cast: Cast, kube: RecordingKube
+) -> None:
+    namespace = cast.team.namespace
+    # Whatever the naming scheme was then, the stored name is the one read.
+    workload = notebook(
+        cast,
+        k8s_objects=[
+            {"kind": "StatefulSet", "namespace": namespace, "name": "nb-old-scheme"},
+            {"kind": "Secret", "namespace": namespace, "name": "nb-old-scheme-jupyter"},
+        ],
+    )
+    kube.objects[("Secret", namespace, "nb-old-scheme-jupyter")] = {
+        "data": {"token": base64.b64encode(b"s3cret").decode()}
+    }
+    assert reads.notebook_token(workload) == "s3cret"
+    assert kube.asked == [("Secret", namespace, "nb-old-scheme-jupyter")]
+
+
+def test_a_notebook_without_a_stored_secret_is_still_starting(
+    cast: Cast, kube: RecordingKube
+) -> None:
+    workload = notebook(cast, k8s_objects=[])
+    with pytest.raises(reads.NotebookUnavailable, match="still starting"):
+        reads.notebook_token(workload)
+    assert kube.asked == []
+
+
+def test_an_unplaced_notebook_says_so(cast: Cast, kube: RecordingKube) -> None:
+    workload = notebook(cast, cluster=None, state=core.QUEUED)
+    with pytest.raises(reads.NotebookUnavailable, match="not been placed"):
+        reads.notebook_token(workload)
+
+
+def test_cluster_errors_are_not_hidden_in_a_notebook_error(
+    cast: Cast, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unreachable(cluster: Cluster) -> Any:
+        raise ClusterUnreachable("get Secret: connection refused")
+
+    monkeypatch.setattr(reads, "_kube", unreachable)
+    workload = notebook(cast, k8s_objects=[{"kind": "Secret", "namespace": "x", "name": "y"}])
+    with pytest.raises(ClusterUnreachable):
+        reads.notebook_token(workload)
