@@ -139,6 +139,16 @@ class Applied:
 
 # Kinds whose spec cannot change after creation: an existing one is left as it is.
 IMMUTABLE_KINDS = frozenset({"Job", "PersistentVolumeClaim", "Secret"})
+# Kinds whose whole ``spec.hard`` we own: a limit we no longer set must disappear, which a
+# merge patch never does (it only adds and changes keys), so these are replaced whole.
+OWNED_LIMIT_KINDS = frozenset({"ResourceQuota"})
+
+
+def has_stale_limits(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether ``current`` carries a ``spec.hard`` key that ``desired`` no longer sets."""
+    want = (desired.get("spec") or {}).get("hard") or {}
+    have = (current.get("spec") or {}).get("hard") or {}
+    return bool(set(have) - set(want))
 
 
 class Kube:
@@ -203,7 +213,8 @@ class Kube:
                 raise ForeignObjectError(
                     f"{what} exists and is not managed by gpupaas for this workload; left alone."
                 )
-            if kind in IMMUTABLE_KINDS or is_subset(manifest, current):
+            stale = kind in OWNED_LIMIT_KINDS and has_stale_limits(manifest, current)
+            if kind in IMMUTABLE_KINDS or (is_subset(manifest, current) and not stale):
                 return Applied(kind, namespace or "", name, created=False, patched=False)
             body = {k: v for k, v in manifest.items() if k not in {"status"}}
             body["metadata"] = {
@@ -211,15 +222,23 @@ class Kube:
                 "resourceVersion": current["metadata"]["resourceVersion"],
             }
             try:
-                self._call(
-                    lambda body=body: res.patch(  # type: ignore[misc]
-                        body=body,
-                        name=name,
-                        namespace=namespace,
-                        content_type="application/merge-patch+json",
-                    ),
-                    f"patch {what}",
-                )
+                if kind in OWNED_LIMIT_KINDS:
+                    self._call(
+                        lambda body=body: res.replace(  # type: ignore[misc]
+                            body=body, name=name, namespace=namespace
+                        ),
+                        f"replace {what}",
+                    )
+                else:
+                    self._call(
+                        lambda body=body: res.patch(  # type: ignore[misc]
+                            body=body,
+                            name=name,
+                            namespace=namespace,
+                            content_type="application/merge-patch+json",
+                        ),
+                        f"patch {what}",
+                    )
                 return Applied(kind, namespace or "", name, created=False, patched=True)
             except ClusterRefused as exc:
                 if exc.status != 409:

@@ -110,6 +110,20 @@ def test_quota_change_reaches_the_resource_quota(team: Team, core_api: k8s.CoreV
     assert hard == {"requests.nvidia.com/gpu": "12"}
 
 
+def test_deleted_quota_disappears_from_the_resource_quota(
+    team: Team, core_api: k8s.CoreV1Api
+) -> None:
+    shared = GpuClassFactory(name="L40S-TS", sharing_mode="timeslice", timeslice_replicas=4)
+    TeamQuotaFactory(team=team, gpu_class=shared, guaranteed_milli=0, limit_milli=2000)
+    services.team_namespace_ensure(team=team)
+    hard = core_api.read_namespaced_resource_quota(m.QUOTA_NAME, team.namespace).spec.hard
+    assert set(hard) == {"requests.nvidia.com/gpu", "requests.nvidia.com/gpu.shared"}
+    team.quotas.filter(gpu_class=shared).delete()
+    services.team_namespace_ensure(team=team)
+    hard = core_api.read_namespaced_resource_quota(m.QUOTA_NAME, team.namespace).spec.hard
+    assert hard == {"requests.nvidia.com/gpu": "8"}
+
+
 def test_inventory_sync_mirrors_gpu_nodes_and_capacity(cluster: Cluster) -> None:
     h100 = GpuClassFactory(capacity_gpus=0)
     mig = GpuClass.objects.create(
