@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.models import Membership
+from apps.accounts.selectors import team_leads
 from apps.audit.services import audit_record
 from apps.catalog.models import ClusterNode, GpuClass
 from apps.common.taskqueue import enqueue_on_commit
@@ -529,8 +529,8 @@ def _apply_idle_policy(
 
 
 def _notify_owner_and_leads(workload: Workload, message: str) -> None:
-    leads = Membership.objects.filter(team_id=workload.team_id, role=Membership.Role.LEAD)
-    recipients = sorted({workload.owner.email, *leads.values_list("user__email", flat=True)} - {""})
+    leads = team_leads(workload.team_id).values_list("email", flat=True)
+    recipients = sorted({workload.owner.email, *leads} - {""})
     if not recipients:
         return
     subject = f"[gpupaas] Idle GPUs: {workload.name} (#{workload.pk})"

@@ -10,8 +10,8 @@ import orjson
 from django.db import connection, models
 from django.db.models import F, Q, QuerySet
 
-from apps.accounts.models import Membership, Team, User
-from apps.accounts.selectors import team_ids_of
+from apps.accounts.models import Team, User
+from apps.accounts.selectors import is_team_lead, team_ids_of
 from apps.catalog.models import GpuClass
 from apps.orchestration.clusters import ClusterConfigError, kube_for
 from apps.orchestration.kube import ClusterUnreachable
@@ -276,12 +276,9 @@ def _select_sql(columns: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
 
 
 def workload_may_manage(user: User, workload: Workload) -> bool:
-    """Whether ``user`` may cancel, suspend or resume it: its owner, a team lead, an admin."""
-    if user.is_staff or workload.owner_id == user.pk:
-        return True
-    return Membership.objects.filter(
-        user=user, team_id=workload.team_id, role=Membership.Role.LEAD
-    ).exists()
+    """Whether ``user`` may cancel, suspend, resume or delete it: its owner, a lead of its team,
+    an admin."""
+    return workload.owner_id == user.pk or is_team_lead(user, workload.team_id)
 
 
 def workload_may_open(user: User, workload: Workload) -> bool:

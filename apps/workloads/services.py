@@ -13,6 +13,7 @@ from apps.common.taskqueue import enqueue_on_commit
 from apps.scheduling.selectors import submission_problems
 from apps.workloads import core
 from apps.workloads.models import RequestTemplate, Workload, WorkloadEvent
+from apps.workloads.selectors import workload_may_manage
 
 
 def workload_submit(
@@ -146,7 +147,7 @@ def workload_cancel(
     *, actor: User, workload: Workload, reason: str = "", source_ip: str | None = None
 ) -> Workload:
     """Cancel a workload that has not finished. Owners, team leads and admins may."""
-    if not _may_manage(actor, workload):
+    if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may cancel this workload.")
     if workload.is_terminal:
         raise ValidationError(f"The workload has already {workload.state}; nothing to cancel.")
@@ -163,17 +164,9 @@ def workload_cancel(
     return workload
 
 
-def _may_manage(actor: User, workload: Workload) -> bool:
-    if actor.is_staff or workload.owner_id == actor.pk:
-        return True
-    return Membership.objects.filter(
-        user=actor, team_id=workload.team_id, role=Membership.Role.LEAD
-    ).exists()
-
-
 def workload_suspend(*, actor: User, workload: Workload, source_ip: str | None = None) -> Workload:
     """Stop a notebook and keep its storage; it can be resumed later."""
-    if not _may_manage(actor, workload):
+    if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may suspend this notebook.")
     if workload.kind != core.KIND_NOTEBOOK:
         raise ValidationError("Only notebooks can be suspended; cancel other workloads instead.")
@@ -192,7 +185,7 @@ def workload_suspend(*, actor: User, workload: Workload, source_ip: str | None =
 
 def workload_resume(*, actor: User, workload: Workload, source_ip: str | None = None) -> Workload:
     """Queue a suspended notebook again; the scheduler admits it when capacity allows."""
-    if not _may_manage(actor, workload):
+    if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may resume this notebook.")
     if workload.state != core.SUSPENDED:
         raise ValidationError(
@@ -307,7 +300,7 @@ def workload_delete(*, actor: User, workload: Workload, source_ip: str | None = 
     """Remove a workload from every list: cancelled first if it still runs, its Kubernetes
     objects deleted by the reconciler. The row stays for accounting (GPU-hours, chargeback)
     and the audit trail."""
-    if not _may_manage(actor, workload):
+    if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may delete this workload.")
     with transaction.atomic():
         if not workload.is_terminal:

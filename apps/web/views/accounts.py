@@ -11,8 +11,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts import core
-from apps.accounts.models import ApiToken, Membership, Team, User
-from apps.accounts.selectors import memberships_of, teams_of, token_for_user, tokens_of
+from apps.accounts.models import ApiToken, Team, User
+from apps.accounts.selectors import (
+    is_team_lead,
+    memberships_of,
+    teams_of,
+    token_for_user,
+    tokens_of,
+)
 from apps.accounts.services import api_token_create, api_token_revoke
 from apps.audit.services import audit_record
 from apps.common.http import client_ip
@@ -188,9 +194,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     team = teams.filter(slug=slug).first()
     if team is None:
         raise Http404("No such team.")
-    is_lead = (
-        user.is_staff or team.memberships.filter(user=user, role=Membership.Role.LEAD).exists()
-    )
+    is_lead = is_team_lead(user, team.pk)
     filter_form = TeamWorkloadFilterForm(request.GET or None, team=team)
     workloads = list(team_workloads(team, **filter_form.filters())[:200])
     for w in workloads:
