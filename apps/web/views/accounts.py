@@ -22,10 +22,9 @@ from apps.accounts.selectors import (
 from apps.accounts.services import api_token_create, api_token_revoke
 from apps.audit.services import audit_record
 from apps.common.http import client_ip
-from apps.quotas.selectors import quota_bars_for_teams
 from apps.web.forms.accounts import ApiTokenForm
 from apps.web.forms.workloads import TeamWorkloadFilterForm
-from apps.workloads.selectors import team_workloads
+from apps.workloads.selectors import quota_bars_for_teams, team_workloads
 from apps.workloads.sizing import request_label
 
 
