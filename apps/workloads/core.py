@@ -1,9 +1,7 @@
-"""Pure rules for workloads: kinds, states, legal transitions, priority classes (their one
-home), and request arithmetic."""
+"""Pure vocabulary of workloads: kinds, states, legal transitions and priority classes (their
+one home). What a request may be is :mod:`apps.workloads.rules`."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 KIND_NOTEBOOK = "notebook"
 KIND_TRAINING = "training"
@@ -89,44 +87,6 @@ def may_preempt(attacker: str, victim: str) -> bool:
     if victim == PRIORITY_PRODUCTION:
         return False
     return priority_rank(attacker) < priority_rank(victim)
-
-
-@dataclass(frozen=True)
-class RequestShape:
-    kind: str
-    gpu_milli: int
-    replicas: int
-
-
-def request_errors(shape: RequestShape) -> dict[str, str]:
-    """Field → message for an amount of GPU that cannot be requested.
-
-    A request is ``replicas × gpu_milli``; fractions (< 1000) are single-replica only and
-    multi-GPU replicas use whole GPUs (DESIGN.md).
-    """
-    errors: dict[str, str] = {}
-    if isinstance(shape.gpu_milli, bool) or not isinstance(shape.gpu_milli, int):
-        errors["gpu_milli"] = "The GPU amount must be a whole number of milli-GPU."
-    elif shape.gpu_milli <= 0:
-        errors["gpu_milli"] = "The GPU amount must be positive (1000 = one GPU)."
-    elif shape.gpu_milli > 1000 and shape.gpu_milli % 1000:
-        errors["gpu_milli"] = (
-            "More than one GPU per replica must be whole GPUs (2000, 3000, …), not "
-            f"{shape.gpu_milli}."
-        )
-    if isinstance(shape.replicas, bool) or not isinstance(shape.replicas, int):
-        errors["replicas"] = "Replicas must be a whole number."
-    elif shape.replicas < 1:
-        errors["replicas"] = "At least one replica is needed."
-    elif shape.replicas > 1 and "gpu_milli" not in errors and shape.gpu_milli < 1000:
-        errors["replicas"] = "Fractions of a GPU are for a single replica only."
-    if shape.kind == KIND_NOTEBOOK and isinstance(shape.replicas, int) and shape.replicas > 1:
-        errors["replicas"] = "A notebook runs as one replica."
-    return errors
-
-
-def total_milli(shape: RequestShape) -> int:
-    return shape.gpu_milli * shape.replicas
 
 
 def allowed_priorities(

@@ -12,14 +12,15 @@ from django.db.models import Count, F, Q, QuerySet, Sum
 
 from apps.accounts.models import Team, User
 from apps.accounts.selectors import is_team_lead, team_ids_of
-from apps.catalog.models import ClusterNode, GpuClass
-from apps.catalog.selectors import gpu_classes_offered
+from apps.catalog.models import ClusterNode, GpuClass, Image
+from apps.catalog.selectors import gpu_classes_offered, ready_nodes, sharing_class_names
 from apps.orchestration.clusters import ClusterConfigError, kube_for
 from apps.orchestration.kube import ClusterUnreachable
 from apps.orchestration.selectors import cluster_of
 from apps.quotas.core import format_milli
 from apps.quotas.models import TeamQuota
-from apps.workloads import core
+from apps.quotas.selectors import team_quota
+from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload
 
 
@@ -273,6 +274,27 @@ def _select_sql(columns: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
             if isinstance(field, models.JSONField):
                 json_columns.append(name)
     return ", ".join(select), " ".join(joins.values()), tuple(json_columns)
+
+
+# --- what a request is checked against -------------------------------------------------------
+
+
+def request_context(*, actor: User, team: Team, gpu_class: GpuClass, image: Image) -> rules.Context:
+    """What the request rule set reads of the database for ``actor`` asking ``team``'s quota
+    of ``gpu_class`` with ``image``: the role, the class's ready nodes, the quota, and what
+    one replica asks for besides GPUs. Four small queries."""
+    defaults = {f.name: f.get_default() for f in Workload._meta.fields}
+    return rules.Context(
+        team=team.name,
+        leads=is_team_lead(actor, team.pk),
+        gpu_class=gpu_class,
+        image=image,
+        nodes=tuple(ready_nodes(gpu_class)),
+        quota=team_quota(team, gpu_class),
+        sharing_classes=tuple(sharing_class_names(besides=gpu_class)),
+        cpu_milli=int(defaults["cpu_milli"]),
+        memory_mib=int(defaults["memory_mib"]),
+    )
 
 
 # --- portal reads -------------------------------------------------------------------------

@@ -25,6 +25,7 @@ def submit(cast: Cast, **kw: object) -> Workload:
         "image": cast.image,
         "gpu_milli": 1000,
         "replicas": 2,
+        "command": ["python", "train.py"],
     }
     args.update(kw)
     return workload_submit(**args)
@@ -67,7 +68,7 @@ def test_lead_may_use_production(cast: Cast) -> None:
     workload = submit(
         cast,
         actor=cast.lead,
-        kind="inference",
+        kind="training",
         priority_class="production",
         image=ImageFactory(name="srv", kind=Image.Kind.ANY),
         replicas=1,

@@ -274,21 +274,7 @@ class WorkloadListView(APIView):
     )
     def post(self, request: Request) -> Response:
         actor = _actor(request)
-        serializer = WorkloadCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
-        errors: dict[str, str] = {}
-        team = _team_for_submit(actor, data.pop("team", None), errors)
-        gpu_class = GpuClass.objects.filter(name=data.pop("gpu_class")).first()
-        if gpu_class is None:
-            errors["gpu_class"] = "No such GPU class; GET /api/v1/gpu-classes/ lists them."
-        image = Image.objects.filter(name=data.pop("image")).first()
-        if image is None:
-            errors["image"] = "No such image; GET /api/v1/images/ lists them."
-        if errors or team is None or gpu_class is None or image is None:
-            raise DjangoValidationError(errors)
-        grid = data.pop("grid", None)
-        params = {"grid": grid} if grid else {}
+        serializer, team, gpu_class, image = _parse_submission(request, actor)
 
         def submit() -> Workload:
             return workload_submit(
@@ -296,12 +282,31 @@ class WorkloadListView(APIView):
                 team=team,
                 gpu_class=gpu_class,
                 image=image,
-                params=params,
                 source_ip=client_ip(request),
-                **data,
+                **serializer.submit_kwargs(),
             )
 
         return _create(request, actor, "submit", serializer.validated_data, submit)
+
+
+def _parse_submission(
+    request: Request, actor: User
+) -> tuple[WorkloadCreateSerializer, Team, GpuClass, Image]:
+    """The body's shape and its names (team, class, image) looked up; the rules come after."""
+    serializer = WorkloadCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    errors: dict[str, str] = {}
+    team = _team_for_submit(actor, data.get("team"), errors)
+    gpu_class = GpuClass.objects.filter(name=data["gpu_class"]).first()
+    if gpu_class is None:
+        errors["gpu_class"] = "No such GPU class; GET /api/v1/gpu-classes/ lists them."
+    image = Image.objects.filter(name=data["image"]).first()
+    if image is None:
+        errors["image"] = "No such image; GET /api/v1/images/ lists them."
+    if errors or team is None or gpu_class is None or image is None:
+        raise DjangoValidationError(errors)
+    return serializer, team, gpu_class, image
 
 
 def _team_for_submit(actor: User, slug: str | None, errors: dict[str, str]) -> Team | None:
