@@ -213,6 +213,21 @@ class WorkloadCreateSerializer(serializers.Serializer):
         )
 
 
+class WorkloadCheckSerializer(serializers.Serializer):
+    """What a request would be recorded and charged as (the dry run's answer)."""
+
+    valid = serializers.BooleanField(help_text="Always true: an invalid request is a 400.")
+    kind = serializers.CharField()
+    name = serializers.CharField()
+    team = serializers.CharField(help_text="The team's slug.")
+    gpu_class = serializers.CharField()
+    image = serializers.CharField()
+    gpu_milli = serializers.IntegerField(help_text="Per replica.")
+    replicas = serializers.IntegerField(help_text="A sweep: the points of its grid.")
+    total_milli = serializers.IntegerField(help_text="What it is charged: replicas × gpu_milli.")
+    priority_class = serializers.CharField()
+
+
 class WorkloadListQuerySerializer(serializers.Serializer):
     """Filters of the workload list; several states or kinds may be given comma-separated."""
 

@@ -36,6 +36,7 @@ from apps.api.serializers import (
     CancelSerializer,
     CloneSerializer,
     ClusterEventSerializer,
+    WorkloadCheckSerializer,
     WorkloadCreateSerializer,
     WorkloadEventSerializer,
     WorkloadEventsSerializer,
@@ -54,6 +55,7 @@ from apps.workloads.services import (
     workload_cancel,
     workload_clone,
     workload_delete,
+    workload_request_check,
     workload_resume,
     workload_submit,
     workload_suspend,
@@ -307,6 +309,76 @@ def _parse_submission(
     if errors or team is None or gpu_class is None or image is None:
         raise DjangoValidationError(errors)
     return serializer, team, gpu_class, image
+
+
+class WorkloadValidateView(APIView):
+    @extend_schema(
+        operation_id="workloads_validate",
+        summary="Check a request without submitting it (dry run)",
+        description=(
+            "Runs every rule a submission runs — the request's shape, your role's priority "
+            "classes, the catalogue, the class's nodes and your team's quota — and answers what "
+            "it would be recorded and charged as, or the same 400 (same fields, same messages) "
+            "a submission would get. Nothing is recorded: a client such as the CLI checks a "
+            "spec here without a copy of the rules."
+        ),
+        request=WorkloadCreateSerializer,
+        responses={
+            200: OpenApiResponse(WorkloadCheckSerializer, description="It would be accepted."),
+            **error_responses(400, 403, 413),
+        },
+        examples=[
+            OpenApiExample(
+                "sweep",
+                value={
+                    "kind": "sweep",
+                    "name": "lr-sweep",
+                    "gpu_class": "L40S-48GB",
+                    "image": "PyTorch training",
+                    "gpu_milli": 500,
+                    "command": ["python", "train.py"],
+                    "grid": {"lr": ["0.1", "0.01"], "batch": ["32", "64"]},
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "would be accepted",
+                value={
+                    "valid": True,
+                    "kind": "sweep",
+                    "name": "lr-sweep",
+                    "team": "vision",
+                    "gpu_class": "L40S-48GB",
+                    "image": "PyTorch training",
+                    "gpu_milli": 500,
+                    "replicas": 4,
+                    "total_milli": 2000,
+                    "priority_class": "batch",
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        actor = _actor(request)
+        serializer, team, gpu_class, image = _parse_submission(request, actor)
+        request_ = serializer.request()
+        charge = workload_request_check(
+            actor=actor, team=team, gpu_class=gpu_class, image=image, request=request_
+        )
+        body = {
+            "valid": True,
+            "kind": request_.kind,
+            "name": request_.name,
+            "team": team.slug,
+            "gpu_class": gpu_class.name,
+            "image": image.name,
+            "gpu_milli": charge.gpu_milli,
+            "replicas": charge.replicas,
+            "total_milli": charge.total_milli,
+            "priority_class": charge.priority_class,
+        }
+        return Response(WorkloadCheckSerializer(body).data)
 
 
 def _team_for_submit(actor: User, slug: str | None, errors: dict[str, str]) -> Team | None:
