@@ -234,8 +234,12 @@ CLONED_FIELDS = (
 def workload_clone(
     *, actor: User, workload: Workload, name: str | None = None, source_ip: str | None = None
 ) -> Workload:
-    """Submit a new workload with the same request (resubmit). Quota rules apply again."""
+    """Submit a new workload with the same request (resubmit). The request rules apply again;
+    a sweep's replicas are derived from its grid again (rows recorded before that rule may
+    hold one replica for many points)."""
     values = {f: getattr(workload, f) for f in CLONED_FIELDS}
+    if workload.kind == core.KIND_SWEEP:
+        values["replicas"] = None
     return workload_submit(
         actor=actor,
         name=name or f"{workload.name} (copy)"[:100],
