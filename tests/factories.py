@@ -87,3 +87,7 @@ class WorkloadFactory(DjangoModelFactory):
     gpu_milli = 1000
     replicas = 1
     priority_class = Workload.Priority.TRAINING
+    # A request as the rules accept it: jobs and sweeps name their program, notebooks do not.
+    command = factory.LazyAttribute(
+        lambda w: [] if w.kind == Workload.Kind.NOTEBOOK else ["python", "train.py"]
+    )

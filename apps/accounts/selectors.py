@@ -45,6 +45,28 @@ def memberships_of(user: User) -> QuerySet[Membership]:
     return Membership.objects.filter(user=user).select_related("team").order_by("team__name")
 
 
+def team_role(user: User, team_id: int) -> str | None:
+    """The user's role in the team (``member`` or ``lead``), or None if not a member."""
+    return (
+        Membership.objects.filter(user=user, team_id=team_id).values_list("role", flat=True).first()
+    )
+
+
+def is_team_lead(user: User, team_id: int) -> bool:
+    """Whether the user may act as the team's lead: a lead of the team, or a platform admin
+    (admins may do everything a lead may). The one lead check; every door asks it."""
+    if user.is_staff:
+        return True
+    return Membership.objects.filter(user=user, team_id=team_id, role=Membership.Role.LEAD).exists()
+
+
+def team_leads(team_id: int) -> QuerySet[User]:
+    """The team's leads (members with the lead role; not platform admins)."""
+    return User.objects.filter(
+        memberships__team_id=team_id, memberships__role=Membership.Role.LEAD
+    ).order_by("username")
+
+
 def tokens_of(user: User) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(user=user).order_by("-created_at")
 

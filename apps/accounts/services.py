@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
+from apps.accounts.selectors import is_team_lead
 from apps.audit.changes import diff, snapshot
 from apps.audit.services import audit_record
 from apps.common import taskqueue
@@ -139,7 +140,7 @@ def membership_set(
 ) -> Membership:
     if role not in Membership.Role.values:
         raise ValidationError({"role": f"Unknown role {role!r}; use member or lead."})
-    if actor is not None and not (actor.is_staff or _is_lead(actor, team)):
+    if actor is not None and not is_team_lead(actor, team.pk):
         raise PermissionDenied("Only a team lead or an admin may change the team's members.")
     with transaction.atomic():
         previous = (
@@ -165,15 +166,11 @@ def membership_set(
 def membership_remove(
     *, actor: User | None, membership: Membership, source_ip: str | None = None
 ) -> None:
-    if actor is not None and not (actor.is_staff or _is_lead(actor, membership.team)):
+    if actor is not None and not is_team_lead(actor, membership.team_id):
         raise PermissionDenied("Only a team lead or an admin may remove members.")
     with transaction.atomic():
         audit_record(actor=actor, action="membership.remove", obj=membership, source_ip=source_ip)
         membership.delete()
-
-
-def _is_lead(user: User, team: Team) -> bool:
-    return Membership.objects.filter(user=user, team=team, role=Membership.Role.LEAD).exists()
 
 
 # --- users and groups (the admin's user screens) ------------------------------------------------

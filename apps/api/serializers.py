@@ -1,5 +1,5 @@
-"""API shapes of workloads. Validation here is about the shape of the input only; the rules
-(quotas, who may use which class, fractions) live in the services and their pure core."""
+"""API shapes of workloads. Validation here is about the shape of the input only; what a
+request may be is the one rule set of every door, :mod:`apps.workloads.rules`."""
 
 from __future__ import annotations
 
@@ -10,14 +10,9 @@ from django.db import models
 from django.utils import timezone
 from rest_framework import serializers
 
-from apps.workloads import core
+from apps.workloads import rules
 from apps.workloads.models import Workload, WorkloadEvent
 from apps.workloads.selectors import WorkloadFilters
-
-SUBMITTABLE_KINDS = (core.KIND_NOTEBOOK, core.KIND_TRAINING, core.KIND_SWEEP)
-MAX_REPLICAS = 256
-MAX_LIST_ITEMS = 200
-MAX_GRID_POINTS = 1000
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
@@ -117,86 +112,120 @@ def workload_rows(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-class StringMapField(serializers.DictField):
-    child = serializers.CharField(allow_blank=True, max_length=4096)
+class PassThroughChoiceField(serializers.ChoiceField):
+    """Documents its choices (an enum in the OpenAPI description) but passes any text on:
+    whether it is one of them is the request rules' to say, in their words."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if isinstance(data, bool) or not isinstance(data, str | int):
+            self.fail("invalid_choice", input=data)
+        return str(data)
+
+
+def _words(**kw: Any) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False), **kw
+    )
 
 
 class WorkloadCreateSerializer(serializers.Serializer):
-    """A request for GPUs. ``team`` may be left out by members of exactly one team."""
+    """A request for GPUs. ``team`` may be left out by members of exactly one team.
 
-    kind = serializers.ChoiceField(choices=SUBMITTABLE_KINDS)
-    name = serializers.CharField(max_length=100)
+    Only the shape of the JSON is checked here (a number where a number belongs, text where
+    text belongs); what the request may be is :mod:`apps.workloads.rules`, the same for the
+    portal, the API and the CLI.
+    """
+
+    kind = PassThroughChoiceField(choices=rules.SUBMITTABLE_KINDS)
+    name = serializers.CharField(
+        error_messages={"blank": rules.NAME_MISSING, "required": rules.NAME_MISSING},
+        help_text=f"Shown in lists; at most {rules.MAX_NAME_LENGTH} characters.",
+    )
     team = serializers.SlugField(required=False, help_text="The team's slug.")
     gpu_class = serializers.CharField(max_length=64, help_text="A GPU class name, e.g. H100-80GB.")
     image = serializers.CharField(max_length=100, help_text="A catalogue image name.")
     gpu_milli = serializers.IntegerField(
-        min_value=1, max_value=64_000, help_text="GPU per replica: 1000 = one GPU, 500 = half."
+        help_text="GPU per replica: 1000 = one GPU, 500 = half.",
+        error_messages={"invalid": rules.AMOUNT_NOT_WHOLE},
     )
-    replicas = serializers.IntegerField(min_value=1, max_value=MAX_REPLICAS, default=1)
-    priority_class = serializers.ChoiceField(
+    replicas = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        error_messages={"invalid": rules.REPLICAS_NOT_WHOLE},
+        help_text=f"Training: nodes, 1 to {rules.MAX_NODES} (default 1). Sweeps: leave out; "
+        "one replica per point of the grid.",
+    )
+    priority_class = PassThroughChoiceField(
         choices=Workload.Priority.choices,
         required=False,
-        help_text="Defaults by kind: notebook → development, training → training, sweep → batch.",
+        allow_null=True,
+        help_text="Defaults by kind: notebook → development, training → training, sweep → batch. "
+        "Members may use their kind's class or a lower one; leads and admins any.",
     )
-    command = serializers.ListField(
-        child=serializers.CharField(max_length=4096), max_length=MAX_LIST_ITEMS, default=list
+    command = _words(
+        default=list, help_text="Training jobs and sweeps: the program and its options."
     )
-    args = serializers.ListField(
-        child=serializers.CharField(max_length=4096, allow_blank=True),
-        max_length=MAX_LIST_ITEMS,
-        default=list,
+    args = _words(default=list)
+    env = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        default=dict,
+        help_text=f"At most {rules.MAX_ENV_VARS} variables; names of ASCII letters, digits and "
+        "_; the GPU runtime's and the platform's names are reserved.",
     )
-    env = StringMapField(default=dict)
     max_runtime_seconds = serializers.IntegerField(
-        min_value=60, max_value=90 * 24 * 3600, required=False, allow_null=True
+        required=False,
+        allow_null=True,
+        help_text="From 60 (a minute) to 2592000 (30 days); none: no limit.",
+        error_messages={"invalid": rules.RUNTIME_OUT_OF_RANGE},
     )
     idle_timeout_seconds = serializers.IntegerField(
-        min_value=60, max_value=30 * 24 * 3600, required=False, allow_null=True
-    )
-    retries = serializers.IntegerField(min_value=0, max_value=10, default=0)
-    grid = serializers.DictField(
-        child=serializers.ListField(
-            child=serializers.CharField(max_length=256, allow_blank=True),
-            min_length=1,
-            max_length=MAX_GRID_POINTS,
-        ),
         required=False,
-        help_text="Sweeps: parameter → values; one batch job per point of the grid.",
+        allow_null=True,
+        help_text="Notebooks: from 300 (5 minutes) to 604800 (7 days).",
+        error_messages={"invalid": rules.IDLE_TIMEOUT_OUT_OF_RANGE},
+    )
+    retries = serializers.IntegerField(
+        default=0, error_messages={"invalid": rules.RETRIES_OUT_OF_RANGE}
+    )
+    grid = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField(allow_blank=True)),
+        required=False,
+        allow_null=True,
+        help_text=f"Sweeps: parameter → values; one batch job per point of the grid, at most "
+        f"{rules.MAX_GRID_POINTS} points.",
     )
 
-    def validate_env(self, value: dict[str, str]) -> dict[str, str]:
-        bad = [k for k in value if not k or not (k[0].isalpha() or k[0] == "_")]
-        if bad or any(not all(c.isalnum() or c == "_" for c in k) for k in value):
-            raise serializers.ValidationError(
-                "Environment variable names use letters, digits and _ and do not start "
-                "with a digit."
-            )
-        return value
+    def submit_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``workload_submit`` (after ``is_valid()``), lookups aside."""
+        data = dict(self.validated_data)
+        for lookup in ("team", "gpu_class", "image"):
+            data.pop(lookup, None)
+        return data
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        kind = attrs["kind"]
-        grid = attrs.get("grid")
-        if kind == core.KIND_SWEEP:
-            if not grid:
-                raise serializers.ValidationError({"grid": "A sweep needs a parameter grid."})
-            points = 1
-            for values in grid.values():
-                points *= len(values)
-            if points > MAX_GRID_POINTS:
-                raise serializers.ValidationError(
-                    {"grid": f"The grid has {points} points; at most {MAX_GRID_POINTS}."}
-                )
-        elif grid:
-            raise serializers.ValidationError({"grid": "Only sweeps take a parameter grid."})
-        if kind != core.KIND_NOTEBOOK and not attrs.get("command"):
-            raise serializers.ValidationError(
-                {"command": 'A job or sweep needs a command, e.g. ["python", "train.py"].'}
-            )
-        if kind == core.KIND_NOTEBOOK and attrs.get("command"):
-            raise serializers.ValidationError(
-                {"command": "A notebook runs JupyterLab; it takes no command."}
-            )
-        return attrs
+    def request(self) -> rules.WorkloadRequest:
+        data = self.submit_kwargs()
+        return rules.WorkloadRequest(
+            **{
+                **data,
+                "command": tuple(data["command"]),
+                "args": tuple(data["args"]),
+            }
+        )
+
+
+class WorkloadCheckSerializer(serializers.Serializer):
+    """What a request would be recorded and charged as (the dry run's answer)."""
+
+    valid = serializers.BooleanField(help_text="Always true: an invalid request is a 400.")
+    kind = serializers.CharField()
+    name = serializers.CharField()
+    team = serializers.CharField(help_text="The team's slug.")
+    gpu_class = serializers.CharField()
+    image = serializers.CharField()
+    gpu_milli = serializers.IntegerField(help_text="Per replica.")
+    replicas = serializers.IntegerField(help_text="A sweep: the points of its grid.")
+    total_milli = serializers.IntegerField(help_text="What it is charged: replicas × gpu_milli.")
+    priority_class = serializers.CharField()
 
 
 class WorkloadListQuerySerializer(serializers.Serializer):

@@ -17,6 +17,11 @@ urlpatterns = [
     # workloads
     path("workloads/", workloads_api.WorkloadListView.as_view(), name="workloads"),
     path(
+        "workloads/validate/",
+        workloads_api.WorkloadValidateView.as_view(),
+        name="workloads-validate",
+    ),
+    path(
         "workloads/<int:workload_id>/",
         workloads_api.WorkloadDetailView.as_view(),
         name="workload-detail",

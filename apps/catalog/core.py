@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 SHARING_WHOLE = "whole"
 SHARING_TIMESLICE = "timeslice"
@@ -100,11 +101,21 @@ def sort_mig_profiles(profiles: Sequence[str]) -> list[str]:
     return sorted(profiles, key=lambda p: (mig_profile_memory_mib(p) or 0, p))
 
 
-def mig_profile_for(gpu_class: GpuClassSpec, gpu_milli: int) -> str | None:
+class MigPartitioned(Protocol):
+    """What the MIG mapping reads of a class: a spec, or any object with these attributes."""
+
+    @property
+    def memory_mib(self) -> int: ...
+
+    @property
+    def mig_profiles(self) -> Sequence[str] | None: ...
+
+
+def mig_profile_for(gpu_class: MigPartitioned, gpu_milli: int) -> str | None:
     """The smallest offered MIG profile whose memory covers ``gpu_milli`` of the GPU's memory,
     or None when none does. The one fraction → MIG profile mapping."""
     needed = math.ceil(gpu_class.memory_mib * gpu_milli / 1000)
-    for profile in sort_mig_profiles(gpu_class.mig_profiles):
+    for profile in sort_mig_profiles(list(gpu_class.mig_profiles or ())):
         if (mig_profile_memory_mib(profile) or 0) >= needed:
             return profile
     return None

@@ -15,23 +15,17 @@ from types import MappingProxyType
 
 from apps.catalog.core import GpuClassSpec
 
-PRODUCTION = "production"
-TRAINING = "training"
-DEVELOPMENT = "development"
-BATCH = "batch"
-# Highest first (DESIGN.md): production > training > development > batch.
-PRIORITY_ORDER: tuple[str, ...] = (PRODUCTION, TRAINING, DEVELOPMENT, BATCH)
+# The priority classes and their order have one home, apps.workloads.core; the scheduler
+# keeps its short names for them.
+from apps.workloads.core import PRIORITY_BATCH as BATCH
+from apps.workloads.core import PRIORITY_DEVELOPMENT as DEVELOPMENT
+from apps.workloads.core import PRIORITY_ORDER as PRIORITY_ORDER
+from apps.workloads.core import PRIORITY_PRODUCTION as PRODUCTION
+from apps.workloads.core import PRIORITY_TRAINING as TRAINING
+from apps.workloads.core import priority_rank as priority_rank
 
 RULE_PRIORITY = "priority-within-team"
 RULE_RECLAIM = "guarantee-reclaim"
-
-
-def priority_rank(priority: str) -> int:
-    """0 for production … 3 for batch; unknown classes sort last."""
-    try:
-        return PRIORITY_ORDER.index(priority)
-    except ValueError:
-        return len(PRIORITY_ORDER)
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,7 @@ from apps.scheduling.data import (
     WaitingWorkload,
     priority_rank,
 )
-
-
-def may_preempt_within_team(attacker: str, victim: str) -> bool:
-    if victim == PRODUCTION:
-        return False
-    return priority_rank(attacker) < priority_rank(victim)
+from apps.workloads.core import may_preempt as may_preempt_within_team
 
 
 def past_minimum_runtime(victim: RunningWorkload, *, now: datetime, policy: Policy) -> bool:

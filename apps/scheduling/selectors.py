@@ -1,4 +1,4 @@
-"""Reads for the scheduler: the snapshot a cycle decides on, and submit-time checks."""
+"""Reads for the scheduler: the snapshot a cycle decides on."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from typing import Any
 
 from django.db.models import Q
 
-from apps.accounts.models import Team
 from apps.catalog.models import ClusterNode, GpuClass
 from apps.quotas.models import TeamQuota
-from apps.scheduling import feasibility
 from apps.scheduling.data import (
     GpuClassSpec,
     NodeSpec,
@@ -209,37 +207,4 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
         ),
         past_usage_milli=past_usage(now=now, half_life_seconds=half_life_seconds),
         preempted=tuple(preempted),
-    )
-
-
-def submission_problems(
-    *,
-    team: Team,
-    gpu_class: GpuClass,
-    gpu_milli: int,
-    replicas: int,
-    cpu_milli: int | None = None,
-    memory_mib: int | None = None,
-) -> dict[str, str]:
-    """Field → message for a request no cycle could ever admit (see feasibility.py)."""
-    if not isinstance(gpu_milli, int) or not isinstance(replicas, int):
-        return {}
-    quota = (
-        TeamQuota.objects.select_related("team", "gpu_class")
-        .filter(team=team, gpu_class=gpu_class)
-        .first()
-    )
-    defaults = {
-        f.name: f.default for f in Workload._meta.fields if f.name in ("cpu_milli", "memory_mib")
-    }
-    return feasibility.request_problems(
-        gpu_class=class_spec(gpu_class),
-        gpu_milli=gpu_milli,
-        replicas=replicas,
-        cpu_milli=cpu_milli if cpu_milli is not None else int(defaults["cpu_milli"]),
-        memory_mib=memory_mib if memory_mib is not None else int(defaults["memory_mib"]),
-        nodes=node_specs(gpu_class),
-        quota=quota_spec(quota) if quota else None,
-        team=team.name,
-        other_classes=[class_spec(c) for c in GpuClass.objects.exclude(pk=gpu_class.pk)],
     )

@@ -18,7 +18,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.models import Membership, User
+from apps.accounts.models import User
+from apps.accounts.selectors import team_leads
 from apps.audit.changes import diff, snapshot
 from apps.audit.services import audit_record
 from apps.catalog.models import ClusterNode, GpuClass
@@ -573,8 +574,8 @@ def _apply_idle_policy(
 
 
 def _notify_owner_and_leads(workload: Workload, message: str) -> None:
-    leads = Membership.objects.filter(team_id=workload.team_id, role=Membership.Role.LEAD)
-    recipients = sorted({workload.owner.email, *leads.values_list("user__email", flat=True)} - {""})
+    leads = team_leads(workload.team_id).values_list("email", flat=True)
+    recipients = sorted({workload.owner.email, *leads} - {""})
     if not recipients:
         return
     subject = f"[gpupaas] Idle GPUs: {workload.name} (#{workload.pk})"

@@ -1,8 +1,7 @@
-"""Pure rules for workloads: kinds, states, legal transitions, and request arithmetic."""
+"""Pure vocabulary of workloads: kinds, states, legal transitions and priority classes (their
+one home). What a request may be is :mod:`apps.workloads.rules`."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 KIND_NOTEBOOK = "notebook"
 KIND_TRAINING = "training"
@@ -52,13 +51,21 @@ def check_transition(current: str, target: str) -> None:
         raise TransitionError(f"A workload that is {current} cannot become {target}.")
 
 
+# The one vocabulary of priority classes (the scheduler, the manifests and the request rules
+# all read it from here).
 PRIORITY_PRODUCTION = "production"
 PRIORITY_TRAINING = "training"
 PRIORITY_DEVELOPMENT = "development"
 PRIORITY_BATCH = "batch"
 # Highest first; DESIGN.md's table of who preempts whom follows from this order.
-PRIORITY_ORDER = (PRIORITY_PRODUCTION, PRIORITY_TRAINING, PRIORITY_DEVELOPMENT, PRIORITY_BATCH)
+PRIORITY_ORDER: tuple[str, ...] = (
+    PRIORITY_PRODUCTION,
+    PRIORITY_TRAINING,
+    PRIORITY_DEVELOPMENT,
+    PRIORITY_BATCH,
+)
 
+# The class a kind runs in unless asked otherwise; for members also the highest they may use.
 DEFAULT_PRIORITY = {
     KIND_NOTEBOOK: PRIORITY_DEVELOPMENT,
     KIND_TRAINING: PRIORITY_TRAINING,
@@ -67,56 +74,35 @@ DEFAULT_PRIORITY = {
 }
 
 
+def priority_rank(priority: str) -> int:
+    """0 for production … 3 for batch; unknown classes sort last."""
+    try:
+        return PRIORITY_ORDER.index(priority)
+    except ValueError:
+        return len(PRIORITY_ORDER)
+
+
 def may_preempt(attacker: str, victim: str) -> bool:
     """Within a team: a strictly higher class preempts a lower one; production never yields."""
     if victim == PRIORITY_PRODUCTION:
         return False
-    return PRIORITY_ORDER.index(attacker) < PRIORITY_ORDER.index(victim)
+    return priority_rank(attacker) < priority_rank(victim)
 
 
-@dataclass(frozen=True)
-class RequestShape:
-    kind: str
-    gpu_milli: int
-    replicas: int
+def allowed_priorities(
+    kind: str | None = None, *, is_lead: bool, is_admin: bool
+) -> tuple[str, ...]:
+    """The priority classes a person may use for a kind, highest first (DESIGN.md "Governance").
 
-
-def request_errors(shape: RequestShape) -> dict[str, str]:
-    """Field → message for an amount of GPU that cannot be requested.
-
-    A request is ``replicas × gpu_milli``; fractions (< 1000) are single-replica only and
-    multi-GPU replicas use whole GPUs (DESIGN.md).
+    Members run a kind in its own class or a lower one: notebooks in development, training
+    jobs in training, sweeps in batch. Team leads and platform admins may use every class,
+    production (live traffic) included. Without a kind: the most a member may use for any.
     """
-    errors: dict[str, str] = {}
-    if isinstance(shape.gpu_milli, bool) or not isinstance(shape.gpu_milli, int):
-        errors["gpu_milli"] = "The GPU amount must be a whole number of milli-GPU."
-    elif shape.gpu_milli <= 0:
-        errors["gpu_milli"] = "The GPU amount must be positive (1000 = one GPU)."
-    elif shape.gpu_milli > 1000 and shape.gpu_milli % 1000:
-        errors["gpu_milli"] = (
-            "More than one GPU per replica must be whole GPUs (2000, 3000, …), not "
-            f"{shape.gpu_milli}."
-        )
-    if isinstance(shape.replicas, bool) or not isinstance(shape.replicas, int):
-        errors["replicas"] = "Replicas must be a whole number."
-    elif shape.replicas < 1:
-        errors["replicas"] = "At least one replica is needed."
-    elif shape.replicas > 1 and "gpu_milli" not in errors and shape.gpu_milli < 1000:
-        errors["replicas"] = "Fractions of a GPU are for a single replica only."
-    if shape.kind == KIND_NOTEBOOK and isinstance(shape.replicas, int) and shape.replicas > 1:
-        errors["replicas"] = "A notebook runs as one replica."
-    return errors
-
-
-def total_milli(shape: RequestShape) -> int:
-    return shape.gpu_milli * shape.replicas
-
-
-def allowed_priorities(*, is_lead: bool, is_admin: bool) -> tuple[str, ...]:
-    """Production serves live traffic: only team leads and platform admins may use it."""
     if is_lead or is_admin:
         return PRIORITY_ORDER
-    return tuple(p for p in PRIORITY_ORDER if p != PRIORITY_PRODUCTION)
+    ceiling = DEFAULT_PRIORITY.get(kind or "", PRIORITY_TRAINING)
+    rank = max(priority_rank(ceiling), priority_rank(PRIORITY_TRAINING))
+    return PRIORITY_ORDER[rank:]
 
 
 def state_timestamp_field(state: str) -> str | None:

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Team
 from apps.catalog.models import Cluster, GpuClass, Image
-from apps.workloads import core
+from apps.workloads import core, rules
 
 
 class Workload(models.Model):
@@ -86,7 +86,7 @@ class Workload(models.Model):
     last_reason = models.CharField(max_length=500, blank=True)
     # Deleted by its owner: gone from every list and page, kept for accounting and audit.
     deleted_at = models.DateTimeField(null=True, blank=True, editable=False)
-    # Written by the scheduling cycle (apps/scheduling/services.py).
+    # Written by the scheduling cycle (the scheduling app's services).
     borrowed = models.BooleanField(
         default=False,
         help_text="Runs above the team's guarantee on idle capacity; reclaimable.",
@@ -131,9 +131,7 @@ class Workload(models.Model):
     def clean(self) -> None:
         if self.gpu_milli is None or self.replicas is None:
             return
-        errors = core.request_errors(
-            core.RequestShape(kind=self.kind, gpu_milli=self.gpu_milli, replicas=self.replicas)
-        )
+        errors = rules.amount_problems(self.kind, self.gpu_milli, self.replicas)
         if errors:
             raise ValidationError(errors)
 

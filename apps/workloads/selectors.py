@@ -7,12 +7,16 @@ from typing import Any, cast
 
 import orjson
 from django.db import connection, models
-from django.db.models import F, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, Sum
 
-from apps.accounts.models import Membership, Team, User
-from apps.accounts.selectors import team_ids_of
-from apps.catalog.models import GpuClass
-from apps.workloads import core
+from apps.accounts.models import Team, User
+from apps.accounts.selectors import is_team_lead, team_ids_of
+from apps.catalog.models import ClusterNode, GpuClass, Image
+from apps.catalog.selectors import gpu_classes_offered, ready_nodes, sharing_class_names
+from apps.quotas.core import format_milli
+from apps.quotas.models import TeamQuota
+from apps.quotas.selectors import team_quota
+from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload
 
 
@@ -268,16 +272,34 @@ def _select_sql(columns: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
     return ", ".join(select), " ".join(joins.values()), tuple(json_columns)
 
 
+# --- what a request is checked against -------------------------------------------------------
+
+
+def request_context(*, actor: User, team: Team, gpu_class: GpuClass, image: Image) -> rules.Context:
+    """What the request rule set reads of the database for ``actor`` asking ``team``'s quota
+    of ``gpu_class`` with ``image``: the role, the class's ready nodes, the quota, and what
+    one replica asks for besides GPUs. Four small queries."""
+    defaults = {f.name: f.get_default() for f in Workload._meta.fields}
+    return rules.Context(
+        team=team.name,
+        leads=is_team_lead(actor, team.pk),
+        gpu_class=gpu_class,
+        image=image,
+        nodes=tuple(ready_nodes(gpu_class)),
+        quota=team_quota(team, gpu_class),
+        sharing_classes=tuple(sharing_class_names(besides=gpu_class)),
+        cpu_milli=int(defaults["cpu_milli"]),
+        memory_mib=int(defaults["memory_mib"]),
+    )
+
+
 # --- portal reads -------------------------------------------------------------------------
 
 
 def workload_may_manage(user: User, workload: Workload) -> bool:
-    """Whether ``user`` may cancel, suspend or resume it: its owner, a team lead, an admin."""
-    if user.is_staff or workload.owner_id == user.pk:
-        return True
-    return Membership.objects.filter(
-        user=user, team_id=workload.team_id, role=Membership.Role.LEAD
-    ).exists()
+    """Whether ``user`` may cancel, suspend, resume or delete it: its owner, a lead of its team,
+    an admin."""
+    return workload.owner_id == user.pk or is_team_lead(user, workload.team_id)
 
 
 def workload_may_open(user: User, workload: Workload) -> bool:
@@ -329,3 +351,157 @@ def request_templates_for(user: User, *, kind: str | None = None) -> QuerySet[Re
 def request_template_for_user(user: User, template_id: int) -> RequestTemplate:
     """One template the user may use; ``RequestTemplate.DoesNotExist`` (→ 404) otherwise."""
     return request_templates_for(user).get(pk=template_id)
+
+
+# --- what teams hold: quota usage and free capacity per class ---------------------------------
+
+
+@dataclass(frozen=True)
+class QuotaUsage:
+    team: Team
+    gpu_class: GpuClass
+    guaranteed_milli: int
+    limit_milli: int
+    used_milli: int
+
+    @property
+    def borrowed_milli(self) -> int:
+        return max(0, self.used_milli - self.guaranteed_milli)
+
+    @property
+    def within_guarantee_milli(self) -> int:
+        return min(self.used_milli, self.guaranteed_milli)
+
+    def percent(self, milli: int) -> float:
+        return 0.0 if self.limit_milli <= 0 else round(100.0 * milli / self.limit_milli, 1)
+
+
+def quota_usage_for_teams(teams: Iterable[Team]) -> list[QuotaUsage]:
+    """Each quota of these teams with the milli-GPU their admitted and running workloads hold.
+
+    Two queries whatever the number of teams and classes.
+    """
+    team_ids = [t.pk for t in teams]
+    quotas = list(
+        TeamQuota.objects.filter(team_id__in=team_ids).select_related("team", "gpu_class")
+    )
+    used: dict[tuple[int, int], int] = {}
+    active = Workload.objects.filter(
+        team_id__in=team_ids, state__in=core.ACTIVE_STATES
+    ).values_list("team_id", "gpu_class_id", "gpu_milli", "replicas")
+    for team_id, class_id, milli, replicas in active:
+        used[(team_id, class_id)] = used.get((team_id, class_id), 0) + milli * replicas
+    return [
+        QuotaUsage(
+            team=q.team,
+            gpu_class=q.gpu_class,
+            guaranteed_milli=q.guaranteed_milli,
+            limit_milli=q.limit_milli,
+            used_milli=used.get((q.team_id, q.gpu_class_id), 0),
+        )
+        for q in quotas
+    ]
+
+
+@dataclass(frozen=True)
+class QuotaBar:
+    """One quota as the portal draws it: a bar as wide as the limit, split into the part used
+    within the guarantee and the borrowed part, with a mark where the guarantee ends."""
+
+    usage: QuotaUsage
+    within_percent: float
+    borrowed_percent: float
+    guarantee_percent: float
+
+    @property
+    def used(self) -> str:
+        return format_milli(self.usage.used_milli)
+
+    @property
+    def within(self) -> str:
+        return format_milli(self.usage.within_guarantee_milli)
+
+    @property
+    def borrowed(self) -> str:
+        return format_milli(self.usage.borrowed_milli)
+
+    @property
+    def guaranteed(self) -> str:
+        return format_milli(self.usage.guaranteed_milli)
+
+    @property
+    def limit(self) -> str:
+        return format_milli(self.usage.limit_milli)
+
+    @property
+    def free(self) -> str:
+        return format_milli(max(0, self.usage.limit_milli - self.usage.used_milli))
+
+
+def quota_bars_for_teams(teams: Iterable[Team]) -> list[QuotaBar]:
+    """``quota_usage_for_teams`` with the proportions a bar needs (percent of the limit)."""
+    return [
+        QuotaBar(
+            usage=q,
+            within_percent=min(100.0, q.percent(q.within_guarantee_milli)),
+            borrowed_percent=min(
+                100.0 - min(100.0, q.percent(q.within_guarantee_milli)),
+                q.percent(q.borrowed_milli),
+            ),
+            guarantee_percent=min(100.0, q.percent(q.guaranteed_milli)),
+        )
+        for q in quota_usage_for_teams(teams)
+    ]
+
+
+@dataclass(frozen=True)
+class GpuClassCapacity:
+    gpu_class: GpuClass
+    capacity_milli: int
+    used_milli: int
+    nodes: int
+    from_inventory: bool
+
+    @property
+    def free_milli(self) -> int:
+        return max(0, self.capacity_milli - self.used_milli)
+
+
+def gpu_class_capacity(classes: QuerySet[GpuClass] | None = None) -> list[GpuClassCapacity]:
+    """Capacity and free milli-GPU per class. Three queries whatever the number of classes.
+
+    Capacity is the GPUs of ready, schedulable nodes of enabled clusters in the inventory;
+    a class with no node in the inventory falls back to its admin-entered ``capacity_gpus``.
+    Used is what admitted, starting and running workloads hold (``replicas × gpu_milli``).
+    """
+    chosen = list(classes if classes is not None else gpu_classes_offered())
+    ids = [c.pk for c in chosen]
+    inventory = {
+        row["gpu_class_id"]: (row["gpus"] or 0, row["nodes"] or 0)
+        for row in ClusterNode.objects.filter(
+            gpu_class_id__in=ids, cluster__enabled=True, ready=True, schedulable=True
+        )
+        .values("gpu_class_id")
+        .annotate(gpus=Sum("gpu_count"), nodes=Count("id"))
+    }
+    used = dict(
+        Workload.objects.filter(gpu_class_id__in=ids, state__in=core.ACTIVE_STATES)
+        .values("gpu_class_id")
+        .annotate(milli=Sum(F("gpu_milli") * F("replicas")))
+        .values_list("gpu_class_id", "milli")
+    )
+    result = []
+    for gpu_class in chosen:
+        gpus, nodes = inventory.get(gpu_class.pk, (0, 0))
+        from_inventory = nodes > 0
+        capacity = gpus * 1000 if from_inventory else gpu_class.capacity_milli
+        result.append(
+            GpuClassCapacity(
+                gpu_class=gpu_class,
+                capacity_milli=capacity,
+                used_milli=int(used.get(gpu_class.pk) or 0),
+                nodes=nodes,
+                from_inventory=from_inventory,
+            )
+        )
+    return result

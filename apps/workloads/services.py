@@ -6,13 +6,29 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from apps.accounts.models import Membership, Team, User
+from apps.accounts.models import Team, User
+from apps.accounts.selectors import team_role
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
 from apps.common import taskqueue
-from apps.scheduling.selectors import submission_problems
-from apps.workloads import core
+from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload, WorkloadEvent
+from apps.workloads.selectors import request_context, workload_may_manage
+
+
+def workload_request_check(
+    *, actor: User, team: Team, gpu_class: GpuClass, image: Image, request: rules.WorkloadRequest
+) -> rules.Charge:
+    """The request rule set, whatever the door: what the request would be recorded and charged
+    as, or PermissionDenied (not a member of the team) or ValidationError (field → message).
+    Writes nothing; ``workload_submit`` and the API's dry run both ask it."""
+    if team_role(actor, team.pk) is None and not actor.is_staff:
+        raise PermissionDenied("You are not a member of this team.")
+    context = request_context(actor=actor, team=team, gpu_class=gpu_class, image=image)
+    errors = rules.request_problems(request, context)
+    if errors:
+        raise ValidationError(errors)
+    return rules.charge_of(request)
 
 
 def workload_submit(
@@ -24,7 +40,7 @@ def workload_submit(
     gpu_class: GpuClass,
     image: Image,
     gpu_milli: int,
-    replicas: int = 1,
+    replicas: int | None = None,
     priority_class: str | None = None,
     command: list[str] | None = None,
     args: list[str] | None = None,
@@ -32,44 +48,37 @@ def workload_submit(
     max_runtime_seconds: int | None = None,
     idle_timeout_seconds: int | None = None,
     retries: int = 0,
+    grid: dict[str, list[str]] | None = None,
     params: dict[str, Any] | None = None,
     source_ip: str | None = None,
 ) -> Workload:
-    """Record a request for GPUs. It waits in ``pending`` until a scheduling cycle looks at it."""
-    membership = Membership.objects.filter(user=actor, team=team).first()
-    if membership is None and not actor.is_staff:
-        raise PermissionDenied("You are not a member of this team.")
-    errors = core.request_errors(
-        core.RequestShape(kind=kind, gpu_milli=gpu_milli, replicas=replicas)
+    """Record a request for GPUs. It waits in ``pending`` until a scheduling cycle looks at it.
+
+    A sweep's grid comes as ``grid`` (or, resubmitted, in ``params``); its replicas are the
+    points of the grid.
+    """
+    params = dict(params or {})
+    if grid is None and kind == core.KIND_SWEEP:
+        grid = params.get("grid")
+    request = rules.WorkloadRequest(
+        kind=kind,
+        name=name,
+        gpu_milli=gpu_milli,
+        replicas=replicas,
+        priority_class=priority_class,
+        command=tuple(command or ()),
+        args=tuple(args or ()),
+        env=dict(env or {}),
+        grid=grid,
+        max_runtime_seconds=max_runtime_seconds,
+        idle_timeout_seconds=idle_timeout_seconds,
+        retries=retries,
     )
-    if kind not in core.DEFAULT_PRIORITY:
-        errors["kind"] = f"Unknown kind of workload: {kind!r}."
-    if not gpu_class.enabled:
-        errors["gpu_class"] = f"{gpu_class.name} is not offered at the moment."
-    if not image.enabled:
-        errors["image"] = f"The image {image.name} is no longer offered."
-    elif kind == core.KIND_NOTEBOOK and image.kind == Image.Kind.TRAINING:
-        errors["image"] = f"{image.name} is a training image; pick a notebook image."
-    elif kind != core.KIND_NOTEBOOK and image.kind == Image.Kind.NOTEBOOK:
-        errors["image"] = f"{image.name} is a notebook image; pick a training image."
-    priority = priority_class or core.DEFAULT_PRIORITY.get(kind, core.PRIORITY_BATCH)
-    allowed = core.allowed_priorities(
-        is_lead=membership is not None and membership.role == Membership.Role.LEAD,
-        is_admin=actor.is_staff,
+    charge = workload_request_check(
+        actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
     )
-    if priority not in allowed:
-        errors["priority_class"] = (
-            f"You may not use the {priority} class; choose one of: {', '.join(allowed)}."
-        )
-    if "gpu_milli" not in errors and "replicas" not in errors:
-        # A request no scheduling cycle could ever admit is refused now, not queued forever.
-        problems = submission_problems(
-            team=team, gpu_class=gpu_class, gpu_milli=gpu_milli, replicas=replicas
-        )
-        for field, message in problems.items():
-            errors.setdefault(field, message)
-    if errors:
-        raise ValidationError(errors)
+    if grid:
+        params["grid"] = {k: list(v) for k, v in grid.items()}
     with transaction.atomic():
         workload = Workload.objects.create(
             name=name,
@@ -78,16 +87,16 @@ def workload_submit(
             team=team,
             gpu_class=gpu_class,
             image=image,
-            gpu_milli=gpu_milli,
-            replicas=replicas,
-            priority_class=priority,
+            gpu_milli=charge.gpu_milli,
+            replicas=charge.replicas,
+            priority_class=charge.priority_class,
             command=command or [],
             args=args or [],
             env=env or {},
             max_runtime_seconds=max_runtime_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             retries=retries,
-            params=params or {},
+            params=params,
             state=core.PENDING,
         )
         WorkloadEvent.objects.create(
@@ -146,7 +155,7 @@ def workload_cancel(
     *, actor: User, workload: Workload, reason: str = "", source_ip: str | None = None
 ) -> Workload:
     """Cancel a workload that has not finished. Owners, team leads and admins may."""
-    if not _may_manage(actor, workload):
+    if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may cancel this workload.")
     if workload.is_terminal:
         raise ValidationError(f"The workload has already {workload.state}; nothing to cancel.")
@@ -163,17 +172,9 @@ def workload_cancel(
     return workload
 
 
-def _may_manage(actor: User, workload: Workload) -> bool:
-    if actor.is_staff or workload.owner_id == actor.pk:
-        return True
-    return Membership.objects.filter(
-        user=actor, team_id=workload.team_id, role=Membership.Role.LEAD
-    ).exists()
-
-
 def workload_suspend(*, actor: User, workload: Workload, source_ip: str | None = None) -> Workload:
     """Stop a notebook and keep its storage; it can be resumed later."""
-    if not _may_manage(actor, workload):
+    if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may suspend this notebook.")
     if workload.kind != core.KIND_NOTEBOOK:
         raise ValidationError("Only notebooks can be suspended; cancel other workloads instead.")
@@ -226,7 +227,7 @@ def _suspend(
 
 def workload_resume(*, actor: User, workload: Workload, source_ip: str | None = None) -> Workload:
     """Queue a suspended notebook again; the scheduler admits it when capacity allows."""
-    if not _may_manage(actor, workload):
+    if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may resume this notebook.")
     if workload.state != core.SUSPENDED:
         raise ValidationError(
@@ -267,8 +268,12 @@ CLONED_FIELDS = (
 def workload_clone(
     *, actor: User, workload: Workload, name: str | None = None, source_ip: str | None = None
 ) -> Workload:
-    """Submit a new workload with the same request (resubmit). Quota rules apply again."""
+    """Submit a new workload with the same request (resubmit). The request rules apply again;
+    a sweep's replicas are derived from its grid again (rows recorded before that rule may
+    hold one replica for many points)."""
     values = {f: getattr(workload, f) for f in CLONED_FIELDS}
+    if workload.kind == core.KIND_SWEEP:
+        values["replicas"] = None
     return workload_submit(
         actor=actor,
         name=name or f"{workload.name} (copy)"[:100],
@@ -297,13 +302,9 @@ def request_template_save(
     errors: dict[str, str] = {}
     if not name:
         errors["name"] = "Give the template a name."
-    if kind not in core.DEFAULT_PRIORITY:
+    if kind not in rules.SUBMITTABLE_KINDS:
         errors["kind"] = f"Unknown kind of workload: {kind!r}."
-    if (
-        team is not None
-        and not actor.is_staff
-        and not Membership.objects.filter(user=actor, team=team).exists()
-    ):
+    if team is not None and not actor.is_staff and team_role(actor, team.pk) is None:
         errors["team"] = "You can share templates only with your own teams."
     if errors:
         raise ValidationError(errors)
@@ -341,7 +342,7 @@ def workload_delete(*, actor: User, workload: Workload, source_ip: str | None = 
     """Remove a workload from every list: cancelled first if it still runs, its Kubernetes
     objects deleted by the reconciler. The row stays for accounting (GPU-hours, chargeback)
     and the audit trail."""
-    if not _may_manage(actor, workload):
+    if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may delete this workload.")
     with transaction.atomic():
         if not workload.is_terminal:

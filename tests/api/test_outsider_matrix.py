@@ -43,12 +43,14 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
 
 COLLECTION_WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("post", "/api/v1/workloads/", {"kind": "training", "name": "x"}),
+    ("post", "/api/v1/workloads/validate/", {"kind": "training", "name": "x"}),
     ("post", "/api/v1/tokens/", {"name": "x", "scopes": ["read"]}),
 ]
 
 ALL_PATHS = [
     "/api/v1/me/",
     "/api/v1/workloads/",
+    "/api/v1/workloads/validate/",
     "/api/v1/teams/",
     "/api/v1/quotas/",
     "/api/v1/gpu-classes/",

@@ -84,7 +84,7 @@ def test_form_errors_take_focus_and_keep_the_input(
     page.get_by_label("Environment variables").fill("not a variable")
     page.get_by_role("button", name="Submit request").click()
     summary = page.get_by_role("alert")
-    expect(summary).to_contain_text("Name: This field is required.")
+    expect(summary).to_contain_text("Name: Give the workload a name.")
     expect(summary).to_be_focused()
     expect(page.get_by_label("Environment variables")).to_have_value("not a variable")
     summary.get_by_role("link", name=re.compile("^Name")).click()

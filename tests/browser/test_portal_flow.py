@@ -126,6 +126,7 @@ def test_training_job_waits_on_a_full_quota_and_outsiders_get_404(
         image=platform.images["training"],
         gpu_milli=8000,
         replicas=1,
+        command=["python", "train.py"],
         max_runtime_seconds=3600,
         params={"pod_annotations": {"kubesim.io/run-duration": "30m"}},
     )

@@ -82,6 +82,7 @@ def test_each_workload_runs_on_the_cluster_offering_its_class(
             gpu_class=gpu_class,
             image=image,
             gpu_milli=1000,
+            command=["python", "train.py"],
             params={"pod_annotations": {"kubesim.io/run-duration": "1h"}},
         )
         for gpu_class in (h100, b200)

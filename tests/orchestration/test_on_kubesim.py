@@ -347,6 +347,7 @@ def test_submitted_workloads_are_scheduled_placed_and_run_on_the_cluster(
         gpu_class=timeslice,
         image=ImageFactory(),
         gpu_milli=250,
+        command=["python", "train.py"],
         params={"pod_annotations": {"kubesim.io/run-duration": "30s"}},
     )
     scheduling_cycle_run()

@@ -57,6 +57,7 @@ def submit(cast: Cast, **kw: object) -> Workload:
         "image": cast.image,
         "gpu_milli": 1000,
         "replicas": 1,
+        "command": ["python", "train.py"],
     }
     args.update(kw)
     return workload_submit(**args)
@@ -156,6 +157,7 @@ def test_decisions_are_handed_off_after_commit() -> None:
         gpu_class=gpu_class,
         image=ImageFactory(),
         gpu_milli=1000,
+        command=["python", "train.py"],
     )
     seen: list[handoff.Decisions] = []
     handoff.subscribe(seen.append)
@@ -246,6 +248,7 @@ def test_concurrent_submissions_and_cycles_admit_exactly_what_the_quota_allows()
                 gpu_class=gpu_class,
                 image=image,
                 gpu_milli=1000,
+                command=["python", "train.py"],
             )
             scheduling_cycle_run()
         except BaseException as exc:  # surfaced below

@@ -4,7 +4,7 @@ from itertools import pairwise
 
 import pytest
 
-from apps.workloads import core
+from apps.workloads import core, rules
 
 
 def test_happy_path_transitions_are_legal() -> None:
@@ -64,16 +64,18 @@ def test_who_preempts_whom_follows_the_design_table(
 def test_request_errors_explain_bad_amounts(
     kind: str, milli: int, replicas: int, field: str
 ) -> None:
-    errors = core.request_errors(core.RequestShape(kind=kind, gpu_milli=milli, replicas=replicas))
+    errors = rules.amount_problems(kind, milli, replicas)
     assert field in errors
     assert errors[field]
 
 
 @pytest.mark.parametrize(("milli", "replicas"), [(250, 1), (1000, 4), (8000, 2), (1000, 1)])
 def test_request_errors_accept_fractions_and_whole_gpus(milli: int, replicas: int) -> None:
-    shape = core.RequestShape(kind="training", gpu_milli=milli, replicas=replicas)
-    assert core.request_errors(shape) == {}
-    assert core.total_milli(shape) == milli * replicas
+    request = rules.WorkloadRequest(
+        kind="training", name="x", gpu_milli=milli, replicas=replicas, command=("python",)
+    )
+    assert rules.amount_problems(request.kind, request.gpu_milli, request.replicas) == {}
+    assert rules.charge_of(request).total_milli == milli * replicas
 
 
 def test_only_leads_and_admins_may_use_production() -> None:

@@ -25,6 +25,7 @@ def submit(cast: Cast, **kw: object) -> Workload:
         "image": cast.image,
         "gpu_milli": 1000,
         "replicas": 2,
+        "command": ["python", "train.py"],
     }
     args.update(kw)
     return workload_submit(**args)
@@ -67,7 +68,7 @@ def test_lead_may_use_production(cast: Cast) -> None:
     workload = submit(
         cast,
         actor=cast.lead,
-        kind="inference",
+        kind="training",
         priority_class="production",
         image=ImageFactory(name="srv", kind=Image.Kind.ANY),
         replicas=1,
@@ -224,3 +225,21 @@ def test_delete_cancels_hides_and_keeps_the_row_for_accounting(cast: Cast) -> No
     assert row.deleted_at is not None
     assert running.pk not in {w.pk for w in workloads_visible_to(cast.owner)}
     assert AuditEvent.objects.filter(action="workload.delete", object_id=str(running.pk)).exists()
+
+
+def test_clone_of_a_sweep_charges_every_point_of_its_grid(cast: Cast) -> None:
+    from apps.workloads.services import workload_clone
+
+    # Recorded before the rule: one replica for a grid of four points.
+    old = WorkloadFactory(
+        owner=cast.owner,
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        image=cast.image,
+        kind=core.KIND_SWEEP,
+        priority_class=core.PRIORITY_BATCH,
+        params={"grid": {"lr": ["0.1", "0.01"], "bs": ["32", "64"]}},
+    )
+    copy = workload_clone(actor=cast.owner, workload=old)
+    assert (copy.replicas, copy.total_milli) == (4, 4000)
+    assert copy.params == old.params

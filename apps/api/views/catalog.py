@@ -10,12 +10,8 @@ from rest_framework.views import APIView
 
 from apps.api.base import error_responses
 from apps.catalog.models import GpuClass, Image
-from apps.catalog.selectors import (
-    GpuClassCapacity,
-    gpu_class_capacity,
-    gpu_classes_offered,
-    images_offered,
-)
+from apps.catalog.selectors import gpu_classes_offered, images_offered
+from apps.workloads.selectors import GpuClassCapacity, gpu_class_capacity
 
 
 class GpuClassSerializer(serializers.Serializer):

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from apps.accounts.models import User
 from apps.accounts.selectors import team_for_user, teams_visible_to
 from apps.api.base import error_responses
-from apps.quotas.selectors import QuotaUsage, quota_usage_for_teams
+from apps.workloads.selectors import QuotaUsage, quota_usage_for_teams
 
 
 class QuotaUsageSerializer(serializers.Serializer):

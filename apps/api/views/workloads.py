@@ -35,6 +35,7 @@ from apps.api.serializers import (
     CancelSerializer,
     CloneSerializer,
     ClusterEventSerializer,
+    WorkloadCheckSerializer,
     WorkloadCreateSerializer,
     WorkloadEventSerializer,
     WorkloadEventsSerializer,
@@ -53,6 +54,7 @@ from apps.workloads.services import (
     workload_cancel,
     workload_clone,
     workload_delete,
+    workload_request_check,
     workload_resume,
     workload_submit,
     workload_suspend,
@@ -273,21 +275,7 @@ class WorkloadListView(APIView):
     )
     def post(self, request: Request) -> Response:
         actor = _actor(request)
-        serializer = WorkloadCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
-        errors: dict[str, str] = {}
-        team = _team_for_submit(actor, data.pop("team", None), errors)
-        gpu_class = GpuClass.objects.filter(name=data.pop("gpu_class")).first()
-        if gpu_class is None:
-            errors["gpu_class"] = "No such GPU class; GET /api/v1/gpu-classes/ lists them."
-        image = Image.objects.filter(name=data.pop("image")).first()
-        if image is None:
-            errors["image"] = "No such image; GET /api/v1/images/ lists them."
-        if errors or team is None or gpu_class is None or image is None:
-            raise DjangoValidationError(errors)
-        grid = data.pop("grid", None)
-        params = {"grid": grid} if grid else {}
+        serializer, team, gpu_class, image = _parse_submission(request, actor)
 
         def submit() -> Workload:
             return workload_submit(
@@ -295,12 +283,101 @@ class WorkloadListView(APIView):
                 team=team,
                 gpu_class=gpu_class,
                 image=image,
-                params=params,
                 source_ip=client_ip(request),
-                **data,
+                **serializer.submit_kwargs(),
             )
 
         return _create(request, actor, "submit", serializer.validated_data, submit)
+
+
+def _parse_submission(
+    request: Request, actor: User
+) -> tuple[WorkloadCreateSerializer, Team, GpuClass, Image]:
+    """The body's shape and its names (team, class, image) looked up; the rules come after."""
+    serializer = WorkloadCreateSerializer(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    errors: dict[str, str] = {}
+    team = _team_for_submit(actor, data.get("team"), errors)
+    gpu_class = GpuClass.objects.filter(name=data["gpu_class"]).first()
+    if gpu_class is None:
+        errors["gpu_class"] = "No such GPU class; GET /api/v1/gpu-classes/ lists them."
+    image = Image.objects.filter(name=data["image"]).first()
+    if image is None:
+        errors["image"] = "No such image; GET /api/v1/images/ lists them."
+    if errors or team is None or gpu_class is None or image is None:
+        raise DjangoValidationError(errors)
+    return serializer, team, gpu_class, image
+
+
+class WorkloadValidateView(APIView):
+    @extend_schema(
+        operation_id="workloads_validate",
+        summary="Check a request without submitting it (dry run)",
+        description=(
+            "Runs every rule a submission runs — the request's shape, your role's priority "
+            "classes, the catalogue, the class's nodes and your team's quota — and answers what "
+            "it would be recorded and charged as, or the same 400 (same fields, same messages) "
+            "a submission would get. Nothing is recorded: a client such as the CLI checks a "
+            "spec here without a copy of the rules."
+        ),
+        request=WorkloadCreateSerializer,
+        responses={
+            200: OpenApiResponse(WorkloadCheckSerializer, description="It would be accepted."),
+            **error_responses(400, 403, 413),
+        },
+        examples=[
+            OpenApiExample(
+                "sweep",
+                value={
+                    "kind": "sweep",
+                    "name": "lr-sweep",
+                    "gpu_class": "L40S-48GB",
+                    "image": "PyTorch training",
+                    "gpu_milli": 500,
+                    "command": ["python", "train.py"],
+                    "grid": {"lr": ["0.1", "0.01"], "batch": ["32", "64"]},
+                },
+                request_only=True,
+            ),
+            OpenApiExample(
+                "would be accepted",
+                value={
+                    "valid": True,
+                    "kind": "sweep",
+                    "name": "lr-sweep",
+                    "team": "vision",
+                    "gpu_class": "L40S-48GB",
+                    "image": "PyTorch training",
+                    "gpu_milli": 500,
+                    "replicas": 4,
+                    "total_milli": 2000,
+                    "priority_class": "batch",
+                },
+                response_only=True,
+            ),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        actor = _actor(request)
+        serializer, team, gpu_class, image = _parse_submission(request, actor)
+        request_ = serializer.request()
+        charge = workload_request_check(
+            actor=actor, team=team, gpu_class=gpu_class, image=image, request=request_
+        )
+        body = {
+            "valid": True,
+            "kind": request_.kind,
+            "name": request_.name,
+            "team": team.slug,
+            "gpu_class": gpu_class.name,
+            "image": image.name,
+            "gpu_milli": charge.gpu_milli,
+            "replicas": charge.replicas,
+            "total_milli": charge.total_milli,
+            "priority_class": charge.priority_class,
+        }
+        return Response(WorkloadCheckSerializer(body).data)
 
 
 def _team_for_submit(actor: User, slug: str | None, errors: dict[str, str]) -> Team | None:

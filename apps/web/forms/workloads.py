@@ -1,36 +1,39 @@
 """Portal forms: one request form per kind of workload, templates, sizing and team filters.
 
-Forms only parse and check what the user typed; quota, capacity and permission rules stay in
-``workload_submit``, whose errors the views put back on the fields they concern.
+Request forms only parse what the user typed (a text area into a dict, hours into seconds);
+what a request may be is the one rule set of every door, :mod:`apps.workloads.rules`, which
+``workload_submit`` applies and whose messages the views put back on the fields they concern.
+So the selects offer what the user may pick, but a value outside them is passed on for the
+rules to refuse in their own words, exactly as the API does.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, ClassVar
 
 from django import forms
-from django.db.models import Q, QuerySet
+from django.core.exceptions import ObjectDoesNotExist
+from django.db.models import Model, Q, QuerySet
 
-from apps.accounts.models import Membership, Team, User
-from apps.accounts.selectors import teams_of
+from apps.accounts.models import Team, User
+from apps.accounts.selectors import is_team_lead, teams_of
 from apps.catalog.models import GpuClass, Image
 from apps.orchestration.selectors import gpu_class_spec
-from apps.workloads import core, sizing
+from apps.workloads import core, rules, sizing
 from apps.workloads.models import Workload
 
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-GRID_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-MAX_SWEEP_POINTS = 256
-MAX_ENV_VARS = 64
 PRIORITY_HELP = {
     core.PRIORITY_PRODUCTION: "live inference; never preempted (leads only)",
     core.PRIORITY_TRAINING: "active training runs; preempted only by production",
     core.PRIORITY_DEVELOPMENT: "notebooks and interactive work",
     core.PRIORITY_BATCH: "background work on idle GPUs; preempted by any higher class",
+}
+# Service fields that the form asks for in other units.
+FORM_FIELDS = {
+    "max_runtime_seconds": "max_runtime_hours",
+    "idle_timeout_seconds": "idle_timeout_minutes",
 }
 
 
@@ -42,7 +45,8 @@ def split_command(value: str, what: str) -> list[str]:
 
 
 def parse_env(text: str) -> dict[str, str]:
-    """``NAME=value`` lines (blank lines and ``#`` comments ignored) as a dict."""
+    """``NAME=value`` lines (blank lines and ``#`` comments ignored) as a dict. Which names
+    and how many are allowed is the request rules' to say."""
     env: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -50,7 +54,7 @@ def parse_env(text: str) -> dict[str, str]:
             continue
         name, sep, value = line.partition("=")
         name = name.strip()
-        if not sep or not ENV_NAME_RE.match(name):
+        if not sep:
             raise forms.ValidationError(
                 f"Line {number}: write NAME=value, with a name of letters, digits and _ "
                 f"that does not start with a digit (got “{line[:40]}”)."
@@ -58,13 +62,12 @@ def parse_env(text: str) -> dict[str, str]:
         if name in env:
             raise forms.ValidationError(f"Line {number}: {name} is set twice.")
         env[name] = value
-    if len(env) > MAX_ENV_VARS:
-        raise forms.ValidationError(f"At most {MAX_ENV_VARS} variables.")
     return env
 
 
 def parse_grid(text: str) -> dict[str, list[str]]:
-    """``name=v1,v2,v3`` lines as a parameter grid."""
+    """``name=v1,v2,v3`` lines as a parameter grid. Which names and how many points are allowed
+    is the request rules' to say."""
     grid: dict[str, list[str]] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -73,23 +76,14 @@ def parse_grid(text: str) -> dict[str, list[str]]:
         name, sep, values = line.partition("=")
         name = name.strip()
         items = [v.strip() for v in values.split(",") if v.strip()]
-        if not sep or not GRID_NAME_RE.match(name) or not items:
+        if not sep or not name or not items:
             raise forms.ValidationError(
                 f"Line {number}: write name=value1,value2,… (got “{line[:40]}”)."
             )
         if name in grid:
             raise forms.ValidationError(f"Line {number}: {name} is listed twice.")
         grid[name] = items
-    if not grid:
-        raise forms.ValidationError("Give at least one parameter, e.g. lr=0.1,0.01,0.001.")
     return grid
-
-
-def grid_points(grid: Mapping[str, list[str]]) -> int:
-    points = 1
-    for values in grid.values():
-        points *= len(values)
-    return points
 
 
 def _pk(value: Any) -> int | None:
@@ -101,6 +95,35 @@ def _pk(value: Any) -> int | None:
         return None
 
 
+class CatalogChoiceField(forms.ModelChoiceField):
+    """Offers (renders) its queryset, but accepts any row of ``lookup``: a class or an image
+    that is withdrawn, or not for this kind, is refused by the request rules with their
+    message (the same the API gives), not as "not one of the choices"."""
+
+    def __init__(self, *args: Any, lookup: QuerySet[Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lookup = lookup
+
+    def to_python(self, value: Any) -> Model | None:
+        if value in self.empty_values:
+            return None
+        try:
+            found: Model = self.lookup.get(pk=value)
+        except (ValueError, TypeError, ObjectDoesNotExist, forms.ValidationError):
+            raise forms.ValidationError(
+                self.error_messages["invalid_choice"], code="invalid_choice"
+            ) from None
+        return found
+
+
+class RuleChoiceField(forms.ChoiceField):
+    """Renders its choices (what the user may pick); any value is passed on for the request
+    rules to judge."""
+
+    def validate(self, value: Any) -> None:
+        forms.Field.validate(self, value)
+
+
 class WorkloadRequestForm(forms.Form):
     """The fields every kind shares. Subclasses add what their kind needs."""
 
@@ -109,28 +132,39 @@ class WorkloadRequestForm(forms.Form):
     GPU_FIELDS: ClassVar[tuple[str, ...]] = ("gpu_class", "gpu_milli")
 
     name = forms.CharField(
-        max_length=100, help_text="Shown in lists and on the workload page, e.g. “resnet-sweep”."
+        widget=forms.TextInput(attrs={"maxlength": rules.MAX_NAME_LENGTH}),
+        error_messages={"required": rules.NAME_MISSING},
+        help_text="Shown in lists and on the workload page, e.g. “resnet-sweep”.",
     )
     team = forms.ModelChoiceField(
         queryset=Team.objects.none(),
         empty_label=None,
         help_text="Whose quota it uses; it runs in that team's namespace.",
     )
-    gpu_class = forms.ModelChoiceField(
-        queryset=GpuClass.objects.none(), empty_label=None, label="GPU class"
+    gpu_class = CatalogChoiceField(
+        queryset=GpuClass.objects.none(),
+        lookup=GpuClass.objects.all(),
+        empty_label=None,
+        label="GPU class",
     )
-    gpu_milli = forms.TypedChoiceField(coerce=int, label="GPU amount", choices=())
-    priority_class = forms.ChoiceField(label="Priority class", choices=())
-    image = forms.ModelChoiceField(
-        queryset=Image.objects.none(), empty_label=None, help_text="From the curated catalog."
+    gpu_milli = forms.IntegerField(
+        label="GPU amount",
+        widget=forms.Select,
+        error_messages={"invalid": rules.AMOUNT_NOT_WHOLE},
+    )
+    priority_class = RuleChoiceField(label="Priority class", choices=(), required=False)
+    image = CatalogChoiceField(
+        queryset=Image.objects.none(),
+        lookup=Image.objects.all(),
+        empty_label=None,
+        help_text="From the curated catalog.",
     )
     max_runtime_hours = forms.DecimalField(
         label="Max runtime (hours)",
         required=False,
-        min_value=Decimal("0.05"),
-        max_value=Decimal("720"),
         decimal_places=2,
-        help_text="Stopped after this long (state “expired”). Empty: no limit.",
+        error_messages={"invalid": rules.RUNTIME_OUT_OF_RANGE},
+        help_text="Stopped after this long (state “expired”), at most 720 hours. Empty: no limit.",
     )
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
@@ -142,7 +176,7 @@ class WorkloadRequestForm(forms.Form):
         self.fields["gpu_class"].queryset = classes  # type: ignore[attr-defined]
         self.fields["image"].queryset = self.images()  # type: ignore[attr-defined]
         self.selected_class = self._selected(classes, "gpu_class")
-        self.fields["gpu_milli"].choices = self.amount_choices()  # type: ignore[attr-defined]
+        self.fields["gpu_milli"].widget.choices = self.amount_choices()
         self.fields["priority_class"].choices = self.priority_choices(  # type: ignore[attr-defined]
             self._selected(teams, "team")
         )
@@ -151,8 +185,8 @@ class WorkloadRequestForm(forms.Form):
             if self.selected_class is not None and "gpu_class" not in self.initial:
                 self.initial["gpu_class"] = self.selected_class.pk
             if "gpu_milli" not in self.initial:
-                choices = self.fields["gpu_milli"].choices  # type: ignore[attr-defined]
-                self.initial["gpu_milli"] = choices[0][0] if choices else None
+                choices = self.offered_amounts()
+                self.initial["gpu_milli"] = choices[0] if choices else None
 
     # --- what the user may choose -----------------------------------------------------------
 
@@ -179,14 +213,12 @@ class WorkloadRequestForm(forms.Form):
             for milli in sizing.amount_choices(spec)
         ]
 
+    def offered_amounts(self) -> list[int]:
+        return [c for c, _ in self.fields["gpu_milli"].widget.choices]
+
     def priority_choices(self, team: Team | None) -> list[tuple[str, str]]:
-        is_lead = (
-            team is not None
-            and Membership.objects.filter(
-                user=self.user, team=team, role=Membership.Role.LEAD
-            ).exists()
-        )
-        allowed = core.allowed_priorities(is_lead=is_lead, is_admin=self.user.is_staff)
+        is_lead = team is not None and is_team_lead(self.user, team.pk)
+        allowed = core.allowed_priorities(self.kind, is_lead=is_lead, is_admin=self.user.is_staff)
         labels = dict(Workload.Priority.choices)
         return [(p, f"{labels[p]} — {PRIORITY_HELP[p]}") for p in allowed]
 
@@ -195,7 +227,7 @@ class WorkloadRequestForm(forms.Form):
         if self.selected_class is None:
             return "No GPU class is offered at the moment."
         milli = _pk(self._raw("gpu_milli"))
-        choices = [c for c, _ in self.fields["gpu_milli"].choices]  # type: ignore[attr-defined]
+        choices = self.offered_amounts()
         if milli not in choices:
             milli = choices[0] if choices else None
         if milli is None:
@@ -213,17 +245,19 @@ class WorkloadRequestForm(forms.Form):
     def clean_env(self) -> dict[str, str]:
         return parse_env(self.cleaned_data.get("env") or "")
 
-    def replica_count(self) -> int:
-        return 1
+    def replica_count(self) -> int | None:
+        """Replicas as typed; None: the rules derive them (one; a sweep's grid points)."""
+        return None
 
-    def params(self) -> dict[str, Any]:
-        return {}
+    def grid_value(self) -> dict[str, list[str]] | None:
+        return None
 
     def submit_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``workload_submit`` (after ``is_valid()``)."""
         data = self.cleaned_data
         hours = data.get("max_runtime_hours")
         minutes = data.get("idle_timeout_minutes")
+        retries = data.get("retries")
         return {
             "team": data["team"],
             "kind": self.kind,
@@ -232,14 +266,14 @@ class WorkloadRequestForm(forms.Form):
             "image": data["image"],
             "gpu_milli": data["gpu_milli"],
             "replicas": self.replica_count(),
-            "priority_class": data["priority_class"],
+            "priority_class": data.get("priority_class") or None,
             "command": data.get("command") or [],
             "args": data.get("args") or [],
             "env": data.get("env") or {},
-            "max_runtime_seconds": int(hours * 3600) if hours else None,
-            "idle_timeout_seconds": int(minutes) * 60 if minutes else None,
-            "retries": data.get("retries") or 0,
-            "params": self.params(),
+            "max_runtime_seconds": None if hours is None else int(hours * 3600),
+            "idle_timeout_seconds": None if minutes is None else int(minutes) * 60,
+            "retries": 0 if retries is None else retries,
+            "grid": self.grid_value(),
         }
 
     def template_values(self) -> dict[str, str]:
@@ -251,9 +285,10 @@ class WorkloadRequestForm(forms.Form):
         }
 
     def error_field(self, field: str) -> str | None:
-        """The form field a service error on ``field`` belongs to (None: the whole form)."""
+        """The form field a rule's message on ``field`` belongs to (None: the whole form)."""
         if field == "replicas":
             return "replicas" if "replicas" in self.fields else "gpu_milli"
+        field = FORM_FIELDS.get(field, field)
         return field if field in self.fields else None
 
 
@@ -264,10 +299,10 @@ class NotebookRequestForm(WorkloadRequestForm):
     idle_timeout_minutes = forms.IntegerField(
         label="Idle timeout (minutes)",
         required=False,
-        min_value=5,
-        max_value=7 * 24 * 60,
         initial=60,
-        help_text="Suspended after this long without GPU or Jupyter activity; files are kept.",
+        error_messages={"invalid": rules.IDLE_TIMEOUT_OUT_OF_RANGE},
+        help_text="Suspended after this long without GPU or Jupyter activity (5 minutes to 7 "
+        "days); files are kept.",
     )
     env = forms.CharField(
         label="Environment variables",
@@ -291,15 +326,13 @@ class NotebookRequestForm(WorkloadRequestForm):
 
 class _BatchFields(forms.Form):
     command = forms.CharField(
-        required=False,
-        max_length=2000,
-        help_text="Overrides the image's entrypoint, e.g. torchrun train.py. Empty: the image's.",
+        error_messages={"required": rules.COMMAND_MISSING},
+        help_text="The program to run, e.g. torchrun train.py; it replaces the image's entrypoint.",
         widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono"}),
     )
     args = forms.CharField(
         label="Arguments",
         required=False,
-        max_length=4000,
         help_text="Split like a shell does: --lr 3e-4 --data '/data/my set'.",
         widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono"}),
     )
@@ -317,14 +350,16 @@ class TrainingRequestForm(WorkloadRequestForm, _BatchFields):
 
     replicas = forms.IntegerField(
         label="Nodes",
-        min_value=1,
-        max_value=64,
         initial=1,
+        error_messages={"invalid": rules.REPLICAS_NOT_WHOLE},
         help_text="Replicas, one per node; more than one runs a multi-node (torchrun) job "
         "started all at once.",
     )
     retries = forms.IntegerField(
-        min_value=0, max_value=10, initial=0, required=False, help_text="Restarts on failure."
+        initial=0,
+        required=False,
+        error_messages={"invalid": rules.RETRIES_OUT_OF_RANGE},
+        help_text="Restarts on failure, up to 10.",
     )
 
     field_order = [
@@ -351,8 +386,8 @@ class TrainingRequestForm(WorkloadRequestForm, _BatchFields):
             "Fractions are offered only where the class shares GPUs, and for one node only."
         )
 
-    def replica_count(self) -> int:
-        return int(self.cleaned_data.get("replicas") or 1)
+    def replica_count(self) -> int | None:
+        return self.cleaned_data.get("replicas")
 
 
 class SweepRequestForm(WorkloadRequestForm, _BatchFields):
@@ -361,9 +396,11 @@ class SweepRequestForm(WorkloadRequestForm, _BatchFields):
 
     grid = forms.CharField(
         label="Parameter grid",
+        error_messages={"required": rules.GRID_MISSING},
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "mono"}),
-        help_text="One name=value1,value2,… per line. Each point of the grid runs as its own "
-        "job and sees its values as SWEEP_<NAME> environment variables.",
+        help_text="One name=value1,value2,… per line, at most "
+        f"{rules.MAX_GRID_POINTS} points. Each point of the grid runs as its own job and sees "
+        "its values as SWEEP_<NAME> environment variables.",
     )
 
     field_order = [
@@ -385,19 +422,10 @@ class SweepRequestForm(WorkloadRequestForm, _BatchFields):
         self.fields["gpu_milli"].label = "GPU amount per point"
 
     def clean_grid(self) -> dict[str, list[str]]:
-        grid = parse_grid(self.cleaned_data.get("grid") or "")
-        points = grid_points(grid)
-        if points > MAX_SWEEP_POINTS:
-            raise forms.ValidationError(
-                f"The grid has {points} points; at most {MAX_SWEEP_POINTS} per sweep."
-            )
-        return grid
+        return parse_grid(self.cleaned_data.get("grid") or "")
 
-    def replica_count(self) -> int:
-        return grid_points(self.cleaned_data["grid"])
-
-    def params(self) -> dict[str, Any]:
-        return {"grid": self.cleaned_data["grid"]}
+    def grid_value(self) -> dict[str, list[str]] | None:
+        return self.cleaned_data.get("grid")
 
     def error_field(self, field: str) -> str | None:
         if field == "replicas":

@@ -11,15 +11,20 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts import core
-from apps.accounts.models import ApiToken, Membership, Team, User
-from apps.accounts.selectors import memberships_of, teams_of, token_for_user, tokens_of
+from apps.accounts.models import ApiToken, Team, User
+from apps.accounts.selectors import (
+    is_team_lead,
+    memberships_of,
+    teams_of,
+    token_for_user,
+    tokens_of,
+)
 from apps.accounts.services import api_token_create, api_token_revoke
 from apps.audit.services import audit_record
 from apps.common.http import client_ip
-from apps.quotas.selectors import quota_bars_for_teams
 from apps.web.forms.accounts import ApiTokenForm
 from apps.web.forms.workloads import TeamWorkloadFilterForm
-from apps.workloads.selectors import team_workloads
+from apps.workloads.selectors import quota_bars_for_teams, team_workloads
 from apps.workloads.sizing import request_label
 
 
@@ -188,9 +193,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     team = teams.filter(slug=slug).first()
     if team is None:
         raise Http404("No such team.")
-    is_lead = (
-        user.is_staff or team.memberships.filter(user=user, role=Membership.Role.LEAD).exists()
-    )
+    is_lead = is_team_lead(user, team.pk)
     filter_form = TeamWorkloadFilterForm(request.GET or None, team=team)
     workloads = list(team_workloads(team, **filter_form.filters())[:200])
     for w in workloads:

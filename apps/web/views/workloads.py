@@ -30,7 +30,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts.models import User
 from apps.accounts.selectors import memberships_of, teams_of
 from apps.catalog.models import GpuClass
-from apps.catalog.selectors import gpu_class_capacity
 from apps.common.http import client_ip
 from apps.orchestration.errors import ClusterError, cluster_error_answer
 from apps.orchestration.reads import (
@@ -43,7 +42,6 @@ from apps.orchestration.reads import (
 )
 from apps.orchestration.selectors import gpu_class_spec
 from apps.quotas.core import format_milli
-from apps.quotas.selectors import quota_bars_for_teams
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
     SizingForm,
@@ -53,6 +51,8 @@ from apps.web.forms.workloads import (
 from apps.workloads import core, sizing
 from apps.workloads.models import RequestTemplate, Workload
 from apps.workloads.selectors import (
+    gpu_class_capacity,
+    quota_bars_for_teams,
     request_template_for_user,
     request_templates_for,
     waiting_workloads_for_teams,

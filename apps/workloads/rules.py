@@ -1,0 +1,554 @@
+"""What a workload request may be: the one rule set of every door. Pure.
+
+The portal form, the API serializer and the CLI (through the API's dry run) only parse what
+the user typed into a :class:`WorkloadRequest`; ``workload_submit`` reads the
+:class:`Context` (who asks, the GPU class, the image, the class's nodes, the team's quota)
+and asks :func:`request_problems`, whose answer — field → message — is what every door
+shows. The same request is therefore accepted or refused with the same message whatever
+the door (DESIGN.md, "Accounting").
+
+The rules, by field:
+
+- ``kind``: notebook, training or sweep.
+- ``name``: 1–100 characters, no control characters.
+- ``gpu_milli`` per replica: a positive whole number of milli-GPU; more than one GPU only
+  in whole GPUs; per sharing mode: ``whole`` gives whole GPUs only (a fraction is refused
+  with the rounded-up amount to ask for), ``mig`` at most one GPU and a profile of the class
+  must hold it, ``timeslice`` and ``hami`` take any fraction. No node of the class may be
+  too small for one replica, and the request may not exceed the team's limit or the
+  per-user cap.
+- ``replicas``: notebooks one; training jobs 1–64 nodes, fractions for one replica only;
+  sweeps one replica per point of the grid, derived (each trial its own unit, charged).
+- ``grid`` (sweeps only): 1–256 points; parameter names as environment variable names
+  (each point sees SWEEP_<NAME>), distinct in any case; values of up to 256 characters.
+- ``env``: at most 64 variables and 32 KiB; names ``[A-Za-z_][A-Za-z0-9_]*`` (ASCII), not
+  the GPU runtime's or the platform's (NVIDIA_*, CUDA_VISIBLE_DEVICES, LD_PRELOAD,
+  GPUPAAS_*, …), nor SWEEP_* in a sweep.
+- ``command``/``args``: a notebook takes neither; a training job or sweep needs a command.
+- ``max_runtime_seconds`` 1 minute – 30 days, ``idle_timeout_seconds`` 5 minutes – 7 days,
+  ``retries`` 0–10.
+- ``priority_class``: members up to their kind's class (development for notebooks, training
+  for jobs, batch for sweeps); team leads and admins any class, production included.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from apps.catalog import core as catalog_core
+from apps.quotas.core import format_milli
+from apps.workloads import core
+
+MILLI = 1000
+SUBMITTABLE_KINDS = (core.KIND_NOTEBOOK, core.KIND_TRAINING, core.KIND_SWEEP)
+KIND_LABELS = {
+    core.KIND_NOTEBOOK: "notebook",
+    core.KIND_TRAINING: "training job",
+    core.KIND_SWEEP: "sweep",
+}
+MAX_NAME_LENGTH = 100
+MAX_GPU_MILLI = 64 * MILLI  # per replica
+MAX_NODES = 64  # replicas of a training job
+MAX_GRID_POINTS = 256
+MAX_GRID_VALUE_LENGTH = 256
+MAX_ENV_VARS = 64
+MAX_ENV_BYTES = 32 * 1024  # names and values together, UTF-8
+MAX_WORDS = 200  # of a command, of its arguments
+MAX_WORD_LENGTH = 4096
+RUNTIME_SECONDS = (60, 30 * 24 * 3600)
+IDLE_TIMEOUT_SECONDS = (5 * 60, 7 * 24 * 3600)
+RETRIES = (0, 10)
+
+# Messages a door also shows itself, for what it cannot even parse or finds missing.
+NAME_MISSING = "Give the workload a name."
+GRID_MISSING = "A sweep needs a parameter grid: at least one parameter and its values."
+COMMAND_MISSING = (
+    "A training job or sweep needs a command: the program to run, e.g. python train.py."
+)
+AMOUNT_NOT_WHOLE = "The GPU amount must be a whole number of milli-GPU (1000 = one GPU)."
+REPLICAS_NOT_WHOLE = "Replicas must be a whole number."
+RUNTIME_OUT_OF_RANGE = "The maximum runtime must be between 1 minute and 30 days."
+IDLE_TIMEOUT_OUT_OF_RANGE = "The idle timeout must be between 5 minutes and 7 days."
+RETRIES_OUT_OF_RANGE = f"Retries must be a whole number from {RETRIES[0]} to {RETRIES[1]}."
+
+IMAGE_NOTEBOOK = "notebook"  # catalog.Image.Kind values
+IMAGE_TRAINING = "training"
+
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SWEEP_ENV_PREFIX = "SWEEP_"
+# Set by the GPU runtime (NVIDIA container toolkit, device plugins, HAMi's in-container
+# limiter, MPS) or by the platform: a request that set them could reach other GPUs, lift its
+# memory or compute limits, or disguise its outputs and restarts.
+RESERVED_ENV_NAMES = frozenset(
+    {"CUDA_VISIBLE_DEVICES", "CUDA_DISABLE_CONTROL", "CUDA_DEVICE_SM_LIMIT", "LD_PRELOAD"}
+)
+RESERVED_ENV_PREFIXES = ("NVIDIA_", "CUDA_DEVICE_MEMORY_", "CUDA_MPS_", "GPUPAAS_")
+
+
+# --- what the rules read ---------------------------------------------------------------------
+
+
+class GpuClassFacts(Protocol):
+    """What the rules read of a GPU class (a catalog row, or any spec with these fields)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def sharing_mode(self) -> str: ...
+    @property
+    def memory_mib(self) -> int: ...
+    @property
+    def mig_profiles(self) -> Sequence[str]: ...
+    @property
+    def enabled(self) -> bool: ...
+
+
+class ImageFacts(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def enabled(self) -> bool: ...
+
+
+class NodeFacts(Protocol):
+    """A ready, schedulable node of the class, with what one replica may take of it."""
+
+    @property
+    def gpu_count(self) -> int: ...
+    @property
+    def cpu_milli(self) -> int: ...
+    @property
+    def memory_mib(self) -> int: ...
+    @property
+    def mig_layout(self) -> Sequence[str]: ...
+
+
+class QuotaFacts(Protocol):
+    @property
+    def limit_milli(self) -> int: ...
+    @property
+    def per_user_cap_milli(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class WorkloadRequest:
+    """A request as a door parsed it. Values are checked here, not trusted: a door passes on
+    whatever it could parse (an int that is negative, a name with a newline, …)."""
+
+    kind: str
+    name: str
+    gpu_milli: int
+    replicas: int | None = None  # None: one (a sweep: the points of its grid)
+    priority_class: str | None = None  # None: the kind's class
+    command: Sequence[str] = ()
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    grid: Mapping[str, Sequence[str]] | None = None
+    max_runtime_seconds: int | None = None
+    idle_timeout_seconds: int | None = None
+    retries: int = 0
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the request would run, as the selectors read it."""
+
+    team: str
+    leads: bool  # a lead of the team, or a platform admin
+    gpu_class: GpuClassFacts
+    image: ImageFacts
+    # Ready, schedulable nodes of the class; none: capacity unknown (not synced), not absent.
+    nodes: Sequence[NodeFacts] = ()
+    quota: QuotaFacts | None = None
+    sharing_classes: Sequence[str] = ()  # other enabled classes that share GPUs, for hints
+    cpu_milli: int = 0  # what one replica asks for besides GPUs
+    memory_mib: int = 0
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What an accepted request records and is charged: ``replicas × gpu_milli``."""
+
+    gpu_milli: int
+    replicas: int
+    priority_class: str
+
+    @property
+    def total_milli(self) -> int:
+        return self.gpu_milli * self.replicas
+
+
+# --- the rule set ------------------------------------------------------------------------------
+
+
+def request_problems(request: WorkloadRequest, context: Context) -> dict[str, str]:
+    """Field → message for every rule the request breaks (one message per field)."""
+    errors: dict[str, str] = {}
+    kind = request.kind
+    if kind not in SUBMITTABLE_KINDS:
+        errors["kind"] = (
+            f"“{kind}” is not a kind of workload you can request; use one of: "
+            f"{', '.join(SUBMITTABLE_KINDS)}."
+        )
+    _put(errors, "name", name_problem(request.name))
+    replicas = replicas_of(request)
+    for key, message in amount_problems(kind, request.gpu_milli, replicas).items():
+        _put(errors, key, message)
+    if (
+        kind == core.KIND_SWEEP
+        and replicas is not None
+        and request.replicas is not None
+        and request.replicas != replicas
+    ):
+        _put(
+            errors,
+            "replicas",
+            f"A sweep runs one replica per point of its grid ({replicas} here); leave "
+            "replicas out.",
+        )
+    _put(errors, "grid", grid_problem(kind, request.grid))
+    _put(errors, "env", env_problem(kind, request.env))
+    for key, message in command_problems(kind, request.command, request.args).items():
+        _put(errors, key, message)
+    for key, message in limit_problems(request).items():
+        _put(errors, key, message)
+    _put(errors, "priority_class", priority_problem(request, leads=context.leads))
+    for key, message in catalog_problems(kind, context).items():
+        _put(errors, key, message)
+    shape_known = not ({"gpu_milli", "replicas"} & errors.keys()) and not (
+        kind == core.KIND_SWEEP and "grid" in errors
+    )
+    if shape_known and replicas is not None:
+        # A request no scheduling cycle could ever admit is refused now, not queued forever.
+        for key, message in capacity_problems(request.gpu_milli, replicas, context).items():
+            _put(errors, key, message)
+    return errors
+
+
+def charge_of(request: WorkloadRequest) -> Charge:
+    """What an accepted request (no problems) is recorded and charged as."""
+    replicas = replicas_of(request)
+    assert replicas is not None, "only for accepted requests"
+    return Charge(request.gpu_milli, replicas, priority_of(request))
+
+
+def replicas_of(request: WorkloadRequest) -> int | None:
+    """Replicas as recorded: a sweep's are the points of its grid (None: no grid to count)."""
+    if request.kind == core.KIND_SWEEP:
+        points = grid_points(request.grid or {})
+        return points or None
+    return 1 if request.replicas is None else request.replicas
+
+
+def priority_of(request: WorkloadRequest) -> str:
+    return request.priority_class or core.DEFAULT_PRIORITY.get(request.kind, core.PRIORITY_BATCH)
+
+
+def grid_points(grid: Mapping[str, Sequence[str]]) -> int:
+    """Points of a grid (0 for an empty one)."""
+    return math.prod(len(values) for values in grid.values()) if grid else 0
+
+
+def _put(errors: dict[str, str], key: str, message: str | None) -> None:
+    if message:
+        errors.setdefault(key, message)
+
+
+def _whole_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# --- one rule per field ---------------------------------------------------------------------------
+
+
+def name_problem(name: str) -> str | None:
+    if not isinstance(name, str) or not name.strip():
+        return NAME_MISSING
+    if len(name) > MAX_NAME_LENGTH:
+        return f"The name has {len(name)} characters; at most {MAX_NAME_LENGTH}."
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "The name may not contain control characters (tabs, line breaks)."
+    return None
+
+
+def amount_problems(kind: str, gpu_milli: Any, replicas: Any) -> dict[str, str]:
+    """Field → message for an amount of GPU that cannot be requested, whatever the class.
+
+    A request is ``replicas × gpu_milli``; fractions (< 1000) are single-replica only and
+    multi-GPU replicas use whole GPUs (DESIGN.md) — except in a sweep, whose replicas are
+    independent trials that may each use a fraction.
+    """
+    errors: dict[str, str] = {}
+    if not _whole_number(gpu_milli):
+        errors["gpu_milli"] = AMOUNT_NOT_WHOLE
+    elif gpu_milli <= 0:
+        errors["gpu_milli"] = "The GPU amount must be positive (1000 = one GPU)."
+    elif gpu_milli > MAX_GPU_MILLI:
+        errors["gpu_milli"] = f"At most {MAX_GPU_MILLI // MILLI} GPUs per replica."
+    elif gpu_milli > MILLI and gpu_milli % MILLI:
+        errors["gpu_milli"] = (
+            f"More than one GPU per replica must be whole GPUs (2000, 3000, …), not {gpu_milli}."
+        )
+    if replicas is None:
+        return errors  # a sweep without a grid: the grid's rule says so
+    if not _whole_number(replicas):
+        errors["replicas"] = REPLICAS_NOT_WHOLE
+    elif replicas < 1:
+        errors["replicas"] = "At least one replica is needed."
+    elif kind == core.KIND_NOTEBOOK and replicas > 1:
+        errors["replicas"] = "A notebook runs as one replica."
+    elif kind == core.KIND_TRAINING and replicas > MAX_NODES:
+        errors["replicas"] = f"A training job runs on at most {MAX_NODES} nodes (replicas)."
+    elif (
+        kind != core.KIND_SWEEP and replicas > 1 and "gpu_milli" not in errors and gpu_milli < MILLI
+    ):
+        errors["replicas"] = "Fractions of a GPU are for a single replica only."
+    return errors
+
+
+def grid_problem(kind: str, grid: Mapping[str, Sequence[str]] | None) -> str | None:
+    if kind != core.KIND_SWEEP:
+        return "Only sweeps take a parameter grid." if grid else None
+    if not grid:
+        return GRID_MISSING
+    seen: dict[str, str] = {}
+    for key, values in grid.items():
+        if not isinstance(key, str) or not ENV_NAME_RE.fullmatch(key):
+            return (
+                f"“{key}” cannot name a parameter: use ASCII letters, digits and _, not "
+                "starting with a digit (each point sees it as SWEEP_<NAME>)."
+            )
+        other = seen.setdefault(key.upper(), key)
+        if other != key:
+            return (
+                f"{other} and {key} would both be SWEEP_{key.upper()}; name parameters apart "
+                "by more than case."
+            )
+        if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+            return f"Give {key} a list of at least one value."
+        for value in values:
+            if not isinstance(value, str):
+                return f"The values of {key} must be text."
+            if len(value) > MAX_GRID_VALUE_LENGTH:
+                return (
+                    f"A value of {key} has {len(value)} characters; at most "
+                    f"{MAX_GRID_VALUE_LENGTH}."
+                )
+    points = grid_points(grid)
+    if points > MAX_GRID_POINTS:
+        return f"The grid has {points} points; at most {MAX_GRID_POINTS} per sweep."
+    return None
+
+
+def env_name_problem(name: str, *, kind: str = "") -> str | None:
+    if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
+        return (
+            f"“{name}” is not an environment variable name: use ASCII letters, digits and _, "
+            "not starting with a digit."
+        )
+    if name in RESERVED_ENV_NAMES or name.startswith(RESERVED_ENV_PREFIXES):
+        return (
+            f"{name} is reserved: the GPU runtime and the platform set it (NVIDIA_*, "
+            "CUDA_VISIBLE_DEVICES, CUDA_DEVICE_MEMORY_*, LD_PRELOAD, GPUPAAS_*, …)."
+        )
+    if kind == core.KIND_SWEEP and name.startswith(SWEEP_ENV_PREFIX):
+        return f"{name} is reserved in a sweep: each point sets SWEEP_INDEX and SWEEP_<NAME>."
+    return None
+
+
+def env_problem(kind: str, env: Mapping[str, str]) -> str | None:
+    if len(env) > MAX_ENV_VARS:
+        return f"{len(env)} environment variables; at most {MAX_ENV_VARS}."
+    size = 0
+    for name, value in env.items():
+        problem = env_name_problem(name, kind=kind)
+        if problem:
+            return problem
+        if not isinstance(value, str):
+            return f"The value of {name} must be text."
+        size += len(name.encode()) + len(value.encode())
+    if size > MAX_ENV_BYTES:
+        return (
+            f"The environment variables take {size} bytes; at most {MAX_ENV_BYTES} (names and "
+            "values together). Put larger settings in a file on the team volume."
+        )
+    return None
+
+
+def command_problems(kind: str, command: Sequence[str], args: Sequence[str]) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    if kind == core.KIND_NOTEBOOK:
+        if command:
+            errors["command"] = "A notebook runs JupyterLab; it takes no command."
+        if args:
+            errors["args"] = "A notebook runs JupyterLab; it takes no arguments."
+        return errors
+    if kind in (core.KIND_TRAINING, core.KIND_SWEEP) and not command:
+        errors["command"] = COMMAND_MISSING
+    for key, words, what in (("command", command, "command"), ("args", args, "arguments")):
+        if key in errors:
+            continue
+        if len(words) > MAX_WORDS:
+            errors[key] = f"The {what} has {len(words)} words; at most {MAX_WORDS}."
+        elif any(not isinstance(w, str) for w in words):
+            errors[key] = f"Each word of the {what} must be text."
+        elif any(len(w) > MAX_WORD_LENGTH for w in words):
+            errors[key] = f"A word of the {what} is longer than {MAX_WORD_LENGTH} characters."
+        elif key == "command" and words and not words[0].strip():
+            errors[key] = "The command must start with the program to run."
+    return errors
+
+
+def _in_range(value: Any, bounds: tuple[int, int]) -> bool:
+    return _whole_number(value) and bounds[0] <= value <= bounds[1]
+
+
+def limit_problems(request: WorkloadRequest) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    if request.max_runtime_seconds is not None and not _in_range(
+        request.max_runtime_seconds, RUNTIME_SECONDS
+    ):
+        errors["max_runtime_seconds"] = RUNTIME_OUT_OF_RANGE
+    if request.idle_timeout_seconds is not None and not _in_range(
+        request.idle_timeout_seconds, IDLE_TIMEOUT_SECONDS
+    ):
+        errors["idle_timeout_seconds"] = IDLE_TIMEOUT_OUT_OF_RANGE
+    if not _in_range(request.retries, RETRIES):
+        errors["retries"] = RETRIES_OUT_OF_RANGE
+    return errors
+
+
+def priority_problem(request: WorkloadRequest, *, leads: bool) -> str | None:
+    priority = priority_of(request)
+    if priority not in core.PRIORITY_ORDER:
+        return f"Unknown priority class “{priority}”; use one of: {', '.join(core.PRIORITY_ORDER)}."
+    if request.kind not in SUBMITTABLE_KINDS:
+        return None
+    allowed = core.allowed_priorities(request.kind, is_lead=leads, is_admin=False)
+    if priority not in allowed:
+        return (
+            f"You may not use the {priority} class for a {KIND_LABELS[request.kind]}; choose "
+            f"one of: {', '.join(allowed)}."
+        )
+    return None
+
+
+def catalog_problems(kind: str, context: Context) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    if not context.gpu_class.enabled:
+        errors["gpu_class"] = f"{context.gpu_class.name} is not offered at the moment."
+    image = context.image
+    if not image.enabled:
+        errors["image"] = f"The image {image.name} is no longer offered."
+    elif kind == core.KIND_NOTEBOOK and image.kind == IMAGE_TRAINING:
+        errors["image"] = f"{image.name} is a training image; pick a notebook image."
+    elif kind in (core.KIND_TRAINING, core.KIND_SWEEP) and image.kind == IMAGE_NOTEBOOK:
+        errors["image"] = f"{image.name} is a notebook image; pick a training image."
+    return errors
+
+
+# --- could any cycle ever admit it --------------------------------------------------------------
+
+
+def mig_profile_for(gpu_class: GpuClassFacts, gpu_milli: int) -> str | None:
+    """The smallest offered MIG profile whose memory covers the fraction's memory (the one
+    mapping, in the catalog)."""
+    return catalog_core.mig_profile_for(gpu_class, gpu_milli)
+
+
+def sharing_problem(gpu_class: GpuClassFacts, gpu_milli: int, hint: str = "") -> str | None:
+    """Why the class's sharing mode cannot serve ``gpu_milli`` per replica, if it cannot."""
+    mode = gpu_class.sharing_mode
+    if mode == catalog_core.SHARING_WHOLE:
+        if gpu_milli % MILLI:
+            whole = -(-gpu_milli // MILLI) * MILLI
+            return (
+                f"{gpu_class.name} gives whole GPUs only; ask for {format_milli(whole)} GPU or "
+                f"pick a class that shares GPUs.{hint}"
+            )
+        return None
+    if mode == catalog_core.SHARING_MIG:
+        if gpu_milli > MILLI:
+            return f"{gpu_class.name} is partitioned with MIG: ask for at most one GPU per replica."
+        if mig_profile_for(gpu_class, gpu_milli) is None:
+            profiles = catalog_core.sort_mig_profiles(list(gpu_class.mig_profiles or ()))
+            return (
+                f"No MIG profile of {gpu_class.name} holds {format_milli(gpu_milli)} GPU; the "
+                f"largest offered is {profiles[-1] if profiles else 'none'}."
+            )
+        return None
+    if mode in (catalog_core.SHARING_TIMESLICE, catalog_core.SHARING_HAMI):
+        return None
+    return f"Unknown sharing mode {mode!r} of {gpu_class.name}."
+
+
+def capacity_problems(gpu_milli: int, replicas: int, context: Context) -> dict[str, str]:
+    """Field → message for each reason no scheduling cycle could ever admit the request: the
+    class cannot express the amount, no node could hold one replica, or it exceeds the team's
+    limit or the per-user cap. Without a node inventory the node checks are skipped."""
+    errors: dict[str, str] = {}
+    gpu_class = context.gpu_class
+    hint = (
+        f" Classes that share GPUs: {', '.join(sorted(context.sharing_classes))}."
+        if context.sharing_classes
+        else ""
+    )
+    problem = sharing_problem(gpu_class, gpu_milli, hint)
+    if problem:
+        return {"gpu_milli": problem}
+    mine = [n for n in context.nodes if n.gpu_count > 0]
+    if mine:
+        gpus = math.ceil(gpu_milli / MILLI)
+        most = max(n.gpu_count for n in mine)
+        profile = (
+            mig_profile_for(gpu_class, gpu_milli)
+            if gpu_class.sharing_mode == catalog_core.SHARING_MIG
+            else None
+        )
+        if gpus > most:
+            errors["gpu_milli"] = (
+                f"One replica needs {gpus} GPUs on one node, but the largest {gpu_class.name} "
+                f"node has {most}. Use more replicas with at most {most} GPUs each."
+            )
+        elif profile and not any(profile in (n.mig_layout or ()) for n in mine):
+            errors["gpu_milli"] = (
+                f"No {gpu_class.name} GPU is partitioned with a {profile} instance."
+            )
+        if context.cpu_milli > max(n.cpu_milli for n in mine):
+            errors["cpu_milli"] = (
+                f"No {gpu_class.name} node has {context.cpu_milli / 1000:g} CPU cores to give "
+                "one replica."
+            )
+        if context.memory_mib > max(n.memory_mib for n in mine):
+            errors["memory_mib"] = (
+                f"No {gpu_class.name} node has {context.memory_mib} MiB of memory to give one "
+                "replica."
+            )
+    total = gpu_milli * replicas
+    quota = context.quota
+    limit = quota.limit_milli if quota else 0
+    if limit <= 0:
+        errors["gpu_class"] = (
+            f"{context.team} has no quota for {gpu_class.name}; ask a platform admin."
+        )
+    elif total > limit:
+        _put(
+            errors,
+            "gpu_milli",
+            f"This asks for {format_milli(total)} GPU of {gpu_class.name}, more than "
+            f"{context.team}'s limit of {format_milli(limit)} GPU.",
+        )
+    elif quota and quota.per_user_cap_milli is not None and total > quota.per_user_cap_milli:
+        _put(
+            errors,
+            "gpu_milli",
+            f"This asks for {format_milli(total)} GPU of {gpu_class.name}, more than the "
+            f"per-user cap of {format_milli(quota.per_user_cap_milli)} GPU in {context.team}.",
+        )
+    return errors
