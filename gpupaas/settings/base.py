@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from gpupaas.settings.env import (
     env_int,
     env_list,
     env_optional_str,
+    env_rate,
     env_str,
 )
 
@@ -258,13 +258,18 @@ TELEMETRY_IDLE_SUSPEND_SECONDS = env_int("TELEMETRY_IDLE_SUSPEND_SECONDS", 30 * 
 TELEMETRY_IDLE_FLAG_SECONDS = env_int("TELEMETRY_IDLE_FLAG_SECONDS", 60 * 60, minimum=1)
 
 # --- REST API --------------------------------------------------------------------------------
-# Per-token rate limit (per user for portal sessions, per address otherwise), as
-# "<count>/<s|sec|m|min|h|hour|d|day>"; answered with 429 and Retry-After.
-API_RATE_LIMIT = env_str("API_RATE_LIMIT", "600/min")
-if not re.fullmatch(r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)", API_RATE_LIMIT):
-    raise ImproperlyConfigured(
-        f"API_RATE_LIMIT={API_RATE_LIMIT!r} is not a rate such as 600/min or 20/sec."
-    )
+# Rates are "<count>/<s|sec|m|min|h|hour|d|day>"; over one, the answer is 429 with Retry-After.
+# Per user: every token and session of one person share this budget.
+API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "600/min")
+# Per client address (see TRUSTED_PROXY_COUNT), whoever is signed in; also the budget of
+# callers without credentials.
+API_RATE_LIMIT_PER_ADDRESS = env_rate("API_RATE_LIMIT_PER_ADDRESS", "1200/min")
+# Failed API authentications (unknown, revoked, expired or malformed tokens) per client
+# address; over it, every token from that address gets 429 until the window passes.
+API_AUTH_FAILURE_LIMIT = env_rate("API_AUTH_FAILURE_LIMIT", "20/min")
+# When the rate-limit store cannot be reached: refuse API writes with 503 (reads still pass).
+# false lets everything through, uncounted, until it is back.
+API_RATE_LIMIT_FAIL_CLOSED_WRITES = env_bool("API_RATE_LIMIT_FAIL_CLOSED_WRITES", True)
 
 
 def rate_limit_store(default: str) -> str:
