@@ -288,6 +288,12 @@ API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 200, minimum=1)
 # How long a retried POST with the same Idempotency-Key returns the first result.
 API_IDEMPOTENCY_TTL_SECONDS = env_int("API_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, minimum=60)
+# Personal API tokens: the longest lifetime a new token may have, in days (0: no limit, and
+# "never expires" may be chosen). A token asked for without an expiry gets the longest
+# allowed; one that is older than this stops working even if it was created without one.
+API_TOKEN_MAX_LIFETIME_DAYS = env_int("API_TOKEN_MAX_LIFETIME_DAYS", 365, minimum=0)
+# Live (neither revoked nor expired) tokens one person may hold.
+API_TOKEN_MAX_PER_USER = env_int("API_TOKEN_MAX_PER_USER", 20, minimum=1)
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
