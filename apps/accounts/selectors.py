@@ -8,9 +8,11 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Field, Model, Q, QuerySet
 from django.utils import timezone
+from limits import RateLimitItem
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, Team, User
+from apps.common.ratelimit import Decision, failures_per_window, rate_limiter
 
 _M = TypeVar("_M", bound=Model)
 
@@ -195,3 +197,36 @@ def _token_by_digest_sql(digest: str) -> ApiToken | None:
     user._team_ids = sorted(row[-1])  # type: ignore[attr-defined]  # read by team_ids_of
     token.user = user
     return token
+
+
+# --- password sign-in lockout -----------------------------------------------------------------
+
+ADMIN_LOGIN = "admin-login"  # the rate-limit store's namespace for failed password sign-ins
+
+
+def admin_login_rule() -> RateLimitItem:
+    """ADMIN_LOGIN_MAX_FAILURES failures within ADMIN_LOGIN_LOCKOUT_SECONDS."""
+    return failures_per_window(
+        settings.ADMIN_LOGIN_MAX_FAILURES, settings.ADMIN_LOGIN_LOCKOUT_SECONDS
+    )
+
+
+def admin_login_keys(*, username: str, source_ip: str | None) -> list[str]:
+    """What failures are counted against: the username (case-folded, so "Admin" and "admin"
+    share one count) and the client address."""
+    return [f"user:{username.strip().casefold()}", f"ip:{source_ip or 'unknown'}"]
+
+
+def admin_login_lockout(*, username: str, source_ip: str | None) -> Decision:
+    """Whether a password sign-in for ``username`` from ``source_ip`` may be tried now: refused
+    (with the seconds to wait) while either has had too many recent failures;
+    ``store_down`` when the rate-limit store cannot say."""
+    limiter, rule = rate_limiter(), admin_login_rule()
+    worst = Decision(allowed=True, retry_after=0)
+    for key in admin_login_keys(username=username, source_ip=source_ip):
+        decision = limiter.check(rule, key, namespace=ADMIN_LOGIN, exact=True)
+        if decision.store_down:
+            return decision
+        if not decision.allowed and decision.retry_after > worst.retry_after:
+            worst = decision
+    return worst

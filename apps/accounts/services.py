@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -12,10 +13,20 @@ from django.utils import timezone
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
-from apps.accounts.selectors import live_tokens_of, token_descendants
+from apps.accounts.selectors import (
+    ADMIN_LOGIN,
+    admin_login_keys,
+    admin_login_lockout,
+    admin_login_rule,
+    live_tokens_of,
+    token_descendants,
+)
 from apps.audit.changes import diff, snapshot
 from apps.audit.services import audit_record
 from apps.common import taskqueue
+from apps.common.ratelimit import rate_limiter
+
+log = logging.getLogger(__name__)
 
 # --- teams ------------------------------------------------------------------------------------
 
@@ -573,3 +584,66 @@ def api_token_touch(*, token: ApiToken, now: datetime, min_interval_seconds: int
         return
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     token.last_used_at = now
+
+
+# --- password sign-in -------------------------------------------------------------------------
+
+
+def admin_login_failure_record(*, username: str, source_ip: str | None) -> bool:
+    """Count a failed password sign-in against the username and the client address, and
+    audit it; return True when it locks either out (audited as well)."""
+    rule = admin_login_rule()
+    limiter = rate_limiter()
+    keys = admin_login_keys(username=username, source_ip=source_ip)
+    for key in keys:
+        limiter.hit(rule, key, namespace=ADMIN_LOGIN, exact=True)
+    lockout = admin_login_lockout(username=username, source_ip=source_ip)
+    locked = not lockout.allowed
+    user = User.objects.filter(username=username).first()
+    details = {"username": username[:150]}
+    with transaction.atomic():
+        audit_record(
+            actor=None,
+            action="auth.admin_login_failed",
+            obj=user,
+            source_ip=source_ip,
+            details=details,
+        )
+        if locked:
+            audit_record(
+                actor=None,
+                action="auth.admin_lockout",
+                obj=user,
+                source_ip=source_ip,
+                details={
+                    **details,
+                    "failures": settings.ADMIN_LOGIN_MAX_FAILURES,
+                    "seconds": lockout.retry_after,
+                },
+            )
+    log.warning(
+        "admin password sign-in failed for %r from %s%s",
+        username[:150],
+        source_ip,
+        f"; locked out for {lockout.retry_after}s" if locked else "",
+    )
+    return locked
+
+
+def admin_login_success_record(*, user: User, source_ip: str | None) -> None:
+    """Audit a password sign-in to the admin, saying whether it used the break-glass switch
+    (ADMIN_PASSWORD_LOGIN with single sign-on on)."""
+    break_glass = bool(settings.OIDC_ENABLED)
+    audit_record(
+        actor=user,
+        action="auth.admin_password_login",
+        obj=user,
+        source_ip=source_ip,
+        details={"break_glass": break_glass},
+    )
+    if break_glass:
+        log.warning(
+            "break-glass admin password sign-in by %s from %s (ADMIN_PASSWORD_LOGIN is on)",
+            user.get_username(),
+            source_ip,
+        )

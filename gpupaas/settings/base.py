@@ -28,7 +28,7 @@ TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 PLATFORM_CONTACT = env_str("PLATFORM_CONTACT", "your platform team")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "apps.adminsite.config.GpupaasAdminConfig",  # Django's admin, with a guarded sign-in
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -230,6 +230,16 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
+# Password sign-in to the Django admin. With single sign-on on it is refused and the admin's
+# sign-in page sends people to the identity provider, unless ADMIN_PASSWORD_LOGIN=true: a
+# break-glass switch for when the provider is down, to be removed once it is back. Where
+# password sign-in is allowed, ADMIN_LOGIN_MAX_FAILURES failures for one username or from one
+# client address within ADMIN_LOGIN_LOCKOUT_SECONDS lock that username or address out until
+# the oldest of them is that old; counted in the rate-limit store.
+ADMIN_PASSWORD_LOGIN = env_bool("ADMIN_PASSWORD_LOGIN", False)
+ADMIN_LOGIN_MAX_FAILURES = env_int("ADMIN_LOGIN_MAX_FAILURES", 5, minimum=1)
+ADMIN_LOGIN_LOCKOUT_SECONDS = env_int("ADMIN_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+
 # Local sign-in as seeded demo users: development only, never with DEBUG off (see dev.py).
 DEV_LOGIN_ENABLED = False
 DEV_LOGIN_USERS: list[str] = []
@@ -267,8 +277,8 @@ API_RATE_LIMIT_PER_ADDRESS = env_rate("API_RATE_LIMIT_PER_ADDRESS", "1200/min")
 # Failed API authentications (unknown, revoked, expired or malformed tokens) per client
 # address; over it, every token from that address gets 429 until the window passes.
 API_AUTH_FAILURE_LIMIT = env_rate("API_AUTH_FAILURE_LIMIT", "20/min")
-# When the rate-limit store cannot be reached: refuse API writes with 503 (reads still pass).
-# false lets everything through, uncounted, until it is back.
+# When the rate-limit store cannot be reached: refuse API writes and admin password sign-ins
+# with 503 (API reads still pass). false lets everything through, uncounted, until it is back.
 API_RATE_LIMIT_FAIL_CLOSED_WRITES = env_bool("API_RATE_LIMIT_FAIL_CLOSED_WRITES", True)
 
 
