@@ -321,6 +321,7 @@ def main() -> int:
         "SECURE_SSL_REDIRECT": "false",
         "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
         "API_RATE_LIMIT": "1000000/min",
+        "API_RATE_LIMIT_PER_ADDRESS": "1000000/min",
         "LOG_LEVEL": "WARNING",
         "GPUPAAS_VAR_DIR": str(work),
     }

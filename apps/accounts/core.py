@@ -9,6 +9,7 @@ import secrets
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 NAMESPACE_PREFIX = "team-"
@@ -173,6 +174,77 @@ def token_allows(scopes: Iterable[str], *, write: bool) -> bool:
     if write:
         return SCOPE_WRITE in held
     return bool(held & {SCOPE_READ, SCOPE_WRITE})
+
+
+def token_scopes_within(scopes: Iterable[str], parent_scopes: Iterable[str]) -> bool:
+    """Whether a token with ``scopes`` would allow nothing that ``parent_scopes`` does not.
+
+    Compared by what the scopes allow, as :func:`token_allows` decides it: a write token may
+    create a read token (write includes reading), a read token may not create a write one.
+    """
+    held = list(parent_scopes)
+    allowed = {s for s in ALL_SCOPES if token_allows(held, write=s == SCOPE_WRITE)}
+    return set(scopes) <= allowed
+
+
+class TokenRuleError(ValueError):
+    """A token that may not be created as asked; ``field`` names the input at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def token_lifetime_end(
+    *, created_at: datetime, expires_at: datetime | None, max_lifetime_days: int
+) -> datetime | None:
+    """When a token stops working: its own expiry, or its creation plus the longest lifetime
+    allowed now, whichever is sooner. None: never (no expiry and no maximum)."""
+    ends = [expires_at] if expires_at is not None else []
+    if max_lifetime_days > 0:
+        ends.append(created_at + timedelta(days=max_lifetime_days))
+    return min(ends) if ends else None
+
+
+def token_expiry(
+    *,
+    requested: datetime | None,
+    now: datetime,
+    max_lifetime_days: int,
+    parent_ends_at: datetime | None = None,
+) -> datetime | None:
+    """The expiry a new token gets, or :class:`TokenRuleError` if it may not have it.
+
+    The token may live at most ``max_lifetime_days`` (0: no maximum) and, when another token
+    creates it, no longer than that token (``parent_ends_at``, its
+    :func:`token_lifetime_end`). Asked for without an expiry, it gets the longest allowed, so
+    "never expires" exists only with no maximum and no mortal parent; asked for beyond it, it
+    is refused rather than quietly shortened, so the client knows what it got.
+    """
+    if requested is not None and requested <= now:
+        raise TokenRuleError("expires_at", "The expiry must be in the future.")
+    by_setting = now + timedelta(days=max_lifetime_days) if max_lifetime_days > 0 else None
+    limits = [end for end in (by_setting, parent_ends_at) if end is not None]
+    if requested is None:
+        return min(limits) if limits else None
+    if by_setting is not None and requested > by_setting:
+        raise TokenRuleError(
+            "expires_at",
+            f"Tokens may live at most {max_lifetime_days} days: "
+            f"choose an expiry on or before {_when(by_setting)}.",
+        )
+    if parent_ends_at is not None and requested > parent_ends_at:
+        raise TokenRuleError(
+            "expires_at",
+            "A token created with another token cannot outlive it: choose an expiry on or "
+            f"before {_when(parent_ends_at)}, when the token you are using expires.",
+        )
+    return requested
+
+
+def _when(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M %Z").strip()
 
 
 # --- ID token claims --------------------------------------------------------------------------

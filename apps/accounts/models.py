@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
@@ -116,6 +118,16 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The token that created this one through the API, if any: this token never outlives nor
+    # out-scopes it, and is revoked with it.
+    parent = models.ForeignKey(
+        "self",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="children",
+        editable=False,
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -123,8 +135,18 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} (gpp_{self.lookup}_…)"
 
-    def is_active(self, now: object | None = None) -> bool:
+    @property
+    def ends_at(self) -> datetime | None:
+        """When it stops working: its expiry, or sooner if API_TOKEN_MAX_LIFETIME_DAYS says so."""
+        return core.token_lifetime_end(
+            created_at=self.created_at,
+            expires_at=self.expires_at,
+            max_lifetime_days=settings.API_TOKEN_MAX_LIFETIME_DAYS,
+        )
+
+    def is_active(self, now: datetime | None = None) -> bool:
         moment = now or timezone.now()
         if self.revoked_at is not None:
             return False
-        return self.expires_at is None or self.expires_at > moment  # type: ignore[operator]
+        ends_at = self.ends_at
+        return ends_at is None or ends_at > moment

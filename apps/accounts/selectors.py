@@ -1,14 +1,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.db import connection
-from django.db.models import Field, Model, QuerySet
+from django.db.models import Field, Model, Q, QuerySet
 from django.utils import timezone
+from limits import RateLimitItem
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, Team, User
+from apps.common.ratelimit import Decision, failures_per_window, rate_limiter
 
 _M = TypeVar("_M", bound=Model)
 
@@ -76,8 +80,79 @@ def token_for_user(user: User, token_id: int) -> ApiToken:
     return tokens_of(user).get(pk=token_id)
 
 
+def live_tokens_of(user: User, *, now: datetime | None = None) -> QuerySet[ApiToken]:
+    """The user's tokens that still work: not revoked, not expired, not older than
+    API_TOKEN_MAX_LIFETIME_DAYS."""
+    moment = now or timezone.now()
+    live = (
+        tokens_of(user)
+        .filter(revoked_at__isnull=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=moment))
+    )
+    if settings.API_TOKEN_MAX_LIFETIME_DAYS > 0:
+        live = live.filter(
+            created_at__gt=moment - timedelta(days=settings.API_TOKEN_MAX_LIFETIME_DAYS)
+        )
+    return live
+
+
+def token_descendants(token: ApiToken) -> QuerySet[ApiToken]:
+    """The tokens created with this one, those created with them, and so on."""
+    found: list[int] = []
+    frontier = [token.pk]
+    while frontier:
+        frontier = list(
+            ApiToken.objects.filter(parent_id__in=frontier)
+            .exclude(pk__in=[token.pk, *found])
+            .values_list("pk", flat=True)
+        )
+        found.extend(frontier)
+    return ApiToken.objects.filter(pk__in=found).order_by("created_at")
+
+
+def _ancestry_sql(*, with_age_limit: bool) -> str:
+    """Whether any ancestor of a token (from its parent up) is revoked, expired or too old."""
+    meta = ApiToken._meta
+    cols = [
+        meta.pk.column,
+        meta.get_field("parent").column,
+        meta.get_field("revoked_at").column,
+        meta.get_field("expires_at").column,
+        meta.get_field("created_at").column,
+    ]
+    pk, parent, revoked, expires, created = cols
+    names = ", ".join(cols)
+    too_old = f" OR {created} <= %s" if with_age_limit else ""
+    return (
+        f"WITH RECURSIVE chain({names}) AS ("  # noqa: S608 - names from model metadata
+        f"SELECT {names} FROM {meta.db_table} WHERE {pk} = %s "
+        f"UNION SELECT {', '.join(f't.{c}' for c in cols)} FROM {meta.db_table} t "
+        f"JOIN chain c ON t.{pk} = c.{parent}) "
+        f"SELECT 1 FROM chain WHERE {revoked} IS NOT NULL OR {expires} <= %s{too_old} LIMIT 1"
+    )
+
+
+_ANCESTRY_SQL = {flag: _ancestry_sql(with_age_limit=flag) for flag in (False, True)}
+
+
+def token_ancestors_live(token: ApiToken, *, now: datetime | None = None) -> bool:
+    """Whether every token above this one (its parent, the parent's parent…) still works: a
+    token dies with the token that created it, whether that is revoked or has run out."""
+    if token.parent_id is None:
+        return True
+    moment = now or timezone.now()
+    max_days = settings.API_TOKEN_MAX_LIFETIME_DAYS
+    params: list[Any] = [token.parent_id, moment]
+    if max_days > 0:
+        params.append(moment - timedelta(days=max_days))
+    with connection.cursor() as cursor:
+        cursor.execute(_ANCESTRY_SQL[max_days > 0], params)
+        return cursor.fetchone() is None
+
+
 def active_token_by_plaintext(plaintext: str) -> ApiToken | None:
-    """The live token with this secret, or None (unknown, revoked, expired, inactive user)."""
+    """The live token with this secret, or None (unknown, revoked, expired, older than the
+    longest lifetime allowed, inactive user, or created with a token that no longer works)."""
     if not plaintext.startswith(f"{core.TOKEN_PREFIX}_"):
         return None
     digest = core.token_digest(plaintext)
@@ -91,7 +166,8 @@ def active_token_by_plaintext(plaintext: str) -> ApiToken | None:
         )
     if token is None or not token.user.is_active:
         return None
-    if token.expires_at is not None and token.expires_at <= timezone.now():
+    now = timezone.now()
+    if not token.is_active(now) or not token_ancestors_live(token, now=now):
         return None
     return token
 
@@ -143,3 +219,36 @@ def _token_by_digest_sql(digest: str) -> ApiToken | None:
     user._team_ids = sorted(row[-1])  # type: ignore[attr-defined]  # read by team_ids_of
     token.user = user
     return token
+
+
+# --- password sign-in lockout -----------------------------------------------------------------
+
+ADMIN_LOGIN = "admin-login"  # the rate-limit store's namespace for failed password sign-ins
+
+
+def admin_login_rule() -> RateLimitItem:
+    """ADMIN_LOGIN_MAX_FAILURES failures within ADMIN_LOGIN_LOCKOUT_SECONDS."""
+    return failures_per_window(
+        settings.ADMIN_LOGIN_MAX_FAILURES, settings.ADMIN_LOGIN_LOCKOUT_SECONDS
+    )
+
+
+def admin_login_keys(*, username: str, source_ip: str | None) -> list[str]:
+    """What failures are counted against: the username (case-folded, so "Admin" and "admin"
+    share one count) and the client address."""
+    return [f"user:{username.strip().casefold()}", f"ip:{source_ip or 'unknown'}"]
+
+
+def admin_login_lockout(*, username: str, source_ip: str | None) -> Decision:
+    """Whether a password sign-in for ``username`` from ``source_ip`` may be tried now: refused
+    (with the seconds to wait) while either has had too many recent failures;
+    ``store_down`` when the rate-limit store cannot say."""
+    limiter, rule = rate_limiter(), admin_login_rule()
+    worst = Decision(allowed=True, retry_after=0)
+    for key in admin_login_keys(username=username, source_ip=source_ip):
+        decision = limiter.check(rule, key, namespace=ADMIN_LOGIN, exact=True)
+        if decision.store_down:
+            return decision
+        if not decision.allowed and decision.retry_after > worst.retry_after:
+            worst = decision
+    return worst

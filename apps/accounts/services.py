@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
@@ -11,10 +13,21 @@ from django.utils import timezone
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
-from apps.accounts.selectors import is_team_lead
+from apps.accounts.selectors import (
+    ADMIN_LOGIN,
+    admin_login_keys,
+    admin_login_lockout,
+    admin_login_rule,
+    is_team_lead,
+    live_tokens_of,
+    token_descendants,
+)
 from apps.audit.changes import diff, snapshot
 from apps.audit.services import audit_record
 from apps.common import taskqueue
+from apps.common.ratelimit import rate_limiter
+
+log = logging.getLogger(__name__)
 
 # --- teams ------------------------------------------------------------------------------------
 
@@ -450,28 +463,76 @@ def api_token_create(
     name: str,
     scopes: Sequence[str],
     expires_at: datetime | None,
+    parent: ApiToken | None = None,
     source_ip: str | None = None,
 ) -> tuple[ApiToken, str]:
-    """Create a token and return it with its plaintext, which is never stored nor shown again."""
+    """Create a token and return it with its plaintext, which is never stored nor shown again.
+
+    The one home of the token rules, whichever door is used: a name; known scopes; at most
+    API_TOKEN_MAX_LIFETIME_DAYS of life (asked without an expiry, the longest allowed); at
+    most API_TOKEN_MAX_PER_USER live tokens per person. ``parent`` is the token the request
+    was authenticated with, if any: the new token is recorded as its child, may allow nothing
+    it does not, ends no later than it, and is revoked with it.
+    """
+    now = timezone.now()
     errors: dict[str, str] = {}
     if not name or not name.strip():
         errors["name"] = "Give the token a name, e.g. the machine or pipeline that uses it."
     unknown = [s for s in scopes if s not in core.ALL_SCOPES]
     if unknown or not scopes:
         errors["scopes"] = f"Choose at least one scope of: {', '.join(core.ALL_SCOPES)}."
-    if expires_at is not None and expires_at <= timezone.now():
-        errors["expires_at"] = "The expiry must be in the future."
+    elif parent is not None and not core.token_scopes_within(scopes, parent.scopes):
+        errors["scopes"] = (
+            "A token created with another token cannot allow more than it: "
+            f"the token you are using has the scopes {', '.join(parent.scopes)}."
+        )
+    if parent is not None and (parent.user_id != actor.pk or not parent.is_active(now)):
+        raise PermissionDenied("Tokens can be created only with a live token of your own.")
+    try:
+        final_expiry = core.token_expiry(
+            requested=expires_at,
+            now=now,
+            max_lifetime_days=settings.API_TOKEN_MAX_LIFETIME_DAYS,
+            parent_ends_at=parent.ends_at if parent is not None else None,
+        )
+    except core.TokenRuleError as exc:
+        errors[exc.field] = exc.message
     if errors:
         raise ValidationError(errors)
     material = core.token_generate()
     with transaction.atomic():
+        # Lock the person's row: two creations at once would otherwise both count the same
+        # live tokens and together pass the cap.
+        User.objects.select_for_update().filter(pk=actor.pk).first()
+        # And the parent's: a revocation committed meanwhile must not leave a child behind.
+        if (
+            parent is not None
+            and ApiToken.objects.select_for_update()
+            .filter(pk=parent.pk, revoked_at__isnull=True)
+            .first()
+            is None
+        ):
+            raise PermissionDenied("The token you are using has been revoked.")
+        live = live_tokens_of(actor, now=now).count()
+        cap = settings.API_TOKEN_MAX_PER_USER
+        if live >= cap:
+            raise ValidationError(
+                {
+                    "non_field_errors": (
+                        f"You have {live} live tokens, the most one person may hold ({cap}). "
+                        "Revoke one you no longer use, then create this one."
+                    )
+                }
+            )
         token = ApiToken.objects.create(
             user=actor,
             name=name.strip(),
             lookup=material.lookup,
             digest=material.digest,
             scopes=sorted(set(scopes)),
-            expires_at=expires_at,
+            expires_at=final_expiry,
+            parent=parent,
+            created_at=now,
         )
         audit_record(
             actor=actor,
@@ -480,22 +541,36 @@ def api_token_create(
             source_ip=source_ip,
             details={
                 "scopes": token.scopes,
-                "expires_at": expires_at.isoformat() if expires_at else None,
+                "expires_at": final_expiry.isoformat() if final_expiry else None,
+                "parent": parent.pk if parent is not None else None,
             },
         )
     return token, material.plaintext
 
 
 def api_token_revoke(*, actor: User, token: ApiToken, source_ip: str | None = None) -> ApiToken:
+    """Revoke a token and every token created with it (and with those, all the way down)."""
     if token.user_id != actor.pk and not actor.is_staff:
         raise PermissionDenied("This token belongs to someone else.")
+    now = timezone.now()
     with transaction.atomic():
         # Conditional update: a second revoke (double click, retry) changes nothing.
         changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
+            revoked_at=now
         )
         if changed:
             audit_record(actor=actor, action="token.revoke", obj=token, source_ip=source_ip)
+        # Descendants are revoked even when the token itself already was, so that a child
+        # created by a race with the revocation does not survive it.
+        for child in token_descendants(token).filter(revoked_at__isnull=True):
+            if ApiToken.objects.filter(pk=child.pk, revoked_at__isnull=True).update(revoked_at=now):
+                audit_record(
+                    actor=actor,
+                    action="token.revoke",
+                    obj=child,
+                    source_ip=source_ip,
+                    details={"reason": "revoked with the token that created it", "root": token.pk},
+                )
     token.refresh_from_db()
     return token
 
@@ -506,3 +581,66 @@ def api_token_touch(*, token: ApiToken, now: datetime, min_interval_seconds: int
         return
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     token.last_used_at = now
+
+
+# --- password sign-in -------------------------------------------------------------------------
+
+
+def admin_login_failure_record(*, username: str, source_ip: str | None) -> bool:
+    """Count a failed password sign-in against the username and the client address, and
+    audit it; return True when it locks either out (audited as well)."""
+    rule = admin_login_rule()
+    limiter = rate_limiter()
+    keys = admin_login_keys(username=username, source_ip=source_ip)
+    for key in keys:
+        limiter.hit(rule, key, namespace=ADMIN_LOGIN, exact=True)
+    lockout = admin_login_lockout(username=username, source_ip=source_ip)
+    locked = not lockout.allowed
+    user = User.objects.filter(username=username).first()
+    details = {"username": username[:150]}
+    with transaction.atomic():
+        audit_record(
+            actor=None,
+            action="auth.admin_login_failed",
+            obj=user,
+            source_ip=source_ip,
+            details=details,
+        )
+        if locked:
+            audit_record(
+                actor=None,
+                action="auth.admin_lockout",
+                obj=user,
+                source_ip=source_ip,
+                details={
+                    **details,
+                    "failures": settings.ADMIN_LOGIN_MAX_FAILURES,
+                    "seconds": lockout.retry_after,
+                },
+            )
+    log.warning(
+        "admin password sign-in failed for %r from %s%s",
+        username[:150],
+        source_ip,
+        f"; locked out for {lockout.retry_after}s" if locked else "",
+    )
+    return locked
+
+
+def admin_login_success_record(*, user: User, source_ip: str | None) -> None:
+    """Audit a password sign-in to the admin, saying whether it used the break-glass switch
+    (ADMIN_PASSWORD_LOGIN with single sign-on on)."""
+    break_glass = bool(settings.OIDC_ENABLED)
+    audit_record(
+        actor=user,
+        action="auth.admin_password_login",
+        obj=user,
+        source_ip=source_ip,
+        details={"break_glass": break_glass},
+    )
+    if break_glass:
+        log.warning(
+            "break-glass admin password sign-in by %s from %s (ADMIN_PASSWORD_LOGIN is on)",
+            user.get_username(),
+            source_ip,
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from rest_framework import exceptions, permissions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -13,10 +14,19 @@ from apps.accounts import core
 from apps.accounts.models import ApiToken, User
 from apps.accounts.selectors import active_token_by_plaintext
 from apps.accounts.services import api_token_touch
+from apps.common.http import client_ip
+from apps.common.ratelimit import rate_limiter
+
+AUTH_FAILURES = "api-auth-failure"  # the limiter's namespace for failed authentications
 
 
 class ApiTokenAuthentication(BaseAuthentication):
-    """``Authorization: Bearer gpp_…``. Unknown, revoked and expired tokens get 401."""
+    """``Authorization: Bearer gpp_…``. Unknown, revoked and expired tokens get 401.
+
+    Each failure counts against the caller's address; past API_AUTH_FAILURE_LIMIT, every
+    Bearer request from that address gets 429 before any token is looked up, so guessing
+    tokens costs the guesser time rather than the database work.
+    """
 
     keyword = "Bearer"
 
@@ -24,6 +34,22 @@ class ApiTokenAuthentication(BaseAuthentication):
         header = get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
+        address = f"ip:{client_ip(request) or 'unknown'}"
+        rate = str(settings.API_AUTH_FAILURE_LIMIT)
+        guard = rate_limiter().check(rate, address, namespace=AUTH_FAILURES)
+        if not guard.allowed:
+            raise exceptions.Throttled(
+                wait=guard.retry_after,
+                detail="Too many failed authentications from your address.",
+            )
+        try:
+            return self._authenticate(header)
+        except exceptions.AuthenticationFailed:
+            rate_limiter().hit(rate, address, namespace=AUTH_FAILURES)
+            raise
+
+    @staticmethod
+    def _authenticate(header: list[bytes]) -> tuple[User, ApiToken]:
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Malformed Authorization header: Bearer <token>.")
         try:

@@ -1,5 +1,5 @@
-"""What every API endpoint shares: one error shape {"code", "message", "fields"}, the per-token
-rate limit, pagination, and the pieces of the OpenAPI description that say so."""
+"""What every API endpoint shares: one error shape {"code", "message", "fields"}, the rate
+limits, pagination, and the pieces of the OpenAPI description that say so."""
 
 from __future__ import annotations
 
@@ -12,16 +12,15 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, inline_serializer
-from rest_framework import exceptions, serializers, status
+from rest_framework import exceptions, permissions, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from apps.accounts.models import ApiToken
-from apps.api.ratelimit import rate_limiter
 from apps.common.http import client_ip
+from apps.common.ratelimit import rate_limiter
 from apps.orchestration.errors import ClusterError, cluster_error_answer
 
 
@@ -97,33 +96,56 @@ class Conflict(exceptions.APIException):
 # --- rate limiting ---------------------------------------------------------------------------
 
 
+class RateLimitStoreDown(exceptions.APIException):
+    """The rate-limit store cannot be reached and API_RATE_LIMIT_FAIL_CLOSED_WRITES is on."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = (
+        "Changes are refused for now: the rate-limit store cannot be reached. "
+        "Reading still works; try again in a minute."
+    )
+    default_code = "unavailable"
+
+
 class TokenRateThrottle(BaseThrottle):
-    """API_RATE_LIMIT per personal token; per user for portal sessions; per address for the
-    views open to anonymous callers (the OpenAPI document). DRF checks throttles after
-    authentication and permissions, so a request without valid credentials is answered 401
-    before it counts. The counting is :mod:`apps.api.ratelimit`'s: atomic, and shared by all
-    web processes with API_RATE_LIMIT_STORE=redis."""
+    """API_RATE_LIMIT per user (every token and portal session of one person share it) and
+    API_RATE_LIMIT_PER_ADDRESS per client address, signed in or not. DRF checks throttles
+    after authentication and permissions, so a request without valid credentials is answered
+    401 before it counts here (failed authentications have their own count, see
+    :class:`apps.api.authentication.ApiTokenAuthentication`). The counting is
+    :mod:`apps.common.ratelimit`'s: atomic, and shared by all web processes with
+    API_RATE_LIMIT_STORE=redis.
+
+    When the store cannot be reached, reads pass and writes get 503
+    (API_RATE_LIMIT_FAIL_CLOSED_WRITES, on by default): an outage of the store must not
+    become an unlimited window for changes.
+    """
 
     def __init__(self) -> None:
         self._retry_after: int | None = None
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        # The rate is read at request time, so a test (or an operator's override) takes
+        # The rates are read at request time, so a test (or an operator's override) takes
         # effect at once.
-        decision = rate_limiter().hit(str(settings.API_RATE_LIMIT), self._ident(request))
-        self._retry_after = decision.retry_after or None
-        return decision.allowed
+        limiter = rate_limiter()
+        address = f"ip:{client_ip(request) or 'unknown'}"
+        budgets = [(str(settings.API_RATE_LIMIT_PER_ADDRESS), address)]
+        if request.user and request.user.is_authenticated:
+            budgets.insert(0, (str(settings.API_RATE_LIMIT), f"user:{request.user.pk}"))
+        for rate, key in budgets:
+            decision = limiter.hit(rate, key)
+            if decision.store_down:
+                write = request.method not in permissions.SAFE_METHODS
+                if write and settings.API_RATE_LIMIT_FAIL_CLOSED_WRITES:
+                    raise RateLimitStoreDown()
+                return True
+            if not decision.allowed:
+                self._retry_after = decision.retry_after
+                return False
+        return True
 
     def wait(self) -> float | None:
         return self._retry_after
-
-    @staticmethod
-    def _ident(request: Request) -> str:
-        if isinstance(request.auth, ApiToken):
-            return f"token:{request.auth.pk}"
-        if request.user and request.user.is_authenticated:
-            return f"user:{request.user.pk}"
-        return f"ip:{client_ip(request) or 'unknown'}"
 
 
 # --- pagination ------------------------------------------------------------------------------
@@ -200,7 +222,10 @@ _ERROR_DESCRIPTIONS = {
     413: "The request body is too large.",
     422: "The cluster found the request invalid; the message is the API server's.",
     429: "Rate limit reached; retry after the seconds in Retry-After.",
-    503: "The cluster is unreachable; try again in a moment.",
+    503: (
+        "The cluster is unreachable, or a write came while the rate-limit store is down "
+        "(reads still work); try again in a moment."
+    ),
 }
 
 

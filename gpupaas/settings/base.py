@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from gpupaas.settings.env import (
     env_int,
     env_list,
     env_optional_str,
+    env_rate,
     env_str,
 )
 
@@ -28,7 +28,7 @@ TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 PLATFORM_CONTACT = env_str("PLATFORM_CONTACT", "your platform team")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "apps.adminsite.config.GpupaasAdminConfig",  # Django's admin, with a guarded sign-in
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -230,6 +230,16 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
+# Password sign-in to the Django admin. With single sign-on on it is refused and the admin's
+# sign-in page sends people to the identity provider, unless ADMIN_PASSWORD_LOGIN=true: a
+# break-glass switch for when the provider is down, to be removed once it is back. Where
+# password sign-in is allowed, ADMIN_LOGIN_MAX_FAILURES failures for one username or from one
+# client address within ADMIN_LOGIN_LOCKOUT_SECONDS lock that username or address out until
+# the oldest of them is that old; counted in the rate-limit store.
+ADMIN_PASSWORD_LOGIN = env_bool("ADMIN_PASSWORD_LOGIN", False)
+ADMIN_LOGIN_MAX_FAILURES = env_int("ADMIN_LOGIN_MAX_FAILURES", 5, minimum=1)
+ADMIN_LOGIN_LOCKOUT_SECONDS = env_int("ADMIN_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+
 # Local sign-in as seeded demo users: development only, never with DEBUG off (see dev.py).
 DEV_LOGIN_ENABLED = False
 DEV_LOGIN_USERS: list[str] = []
@@ -258,13 +268,18 @@ TELEMETRY_IDLE_SUSPEND_SECONDS = env_int("TELEMETRY_IDLE_SUSPEND_SECONDS", 30 * 
 TELEMETRY_IDLE_FLAG_SECONDS = env_int("TELEMETRY_IDLE_FLAG_SECONDS", 60 * 60, minimum=1)
 
 # --- REST API --------------------------------------------------------------------------------
-# Per-token rate limit (per user for portal sessions, per address otherwise), as
-# "<count>/<s|sec|m|min|h|hour|d|day>"; answered with 429 and Retry-After.
-API_RATE_LIMIT = env_str("API_RATE_LIMIT", "600/min")
-if not re.fullmatch(r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)", API_RATE_LIMIT):
-    raise ImproperlyConfigured(
-        f"API_RATE_LIMIT={API_RATE_LIMIT!r} is not a rate such as 600/min or 20/sec."
-    )
+# Rates are "<count>/<s|sec|m|min|h|hour|d|day>"; over one, the answer is 429 with Retry-After.
+# Per user: every token and session of one person share this budget.
+API_RATE_LIMIT = env_rate("API_RATE_LIMIT", "600/min")
+# Per client address (see TRUSTED_PROXY_COUNT), whoever is signed in; also the budget of
+# callers without credentials.
+API_RATE_LIMIT_PER_ADDRESS = env_rate("API_RATE_LIMIT_PER_ADDRESS", "1200/min")
+# Failed API authentications (unknown, revoked, expired or malformed tokens) per client
+# address; over it, every token from that address gets 429 until the window passes.
+API_AUTH_FAILURE_LIMIT = env_rate("API_AUTH_FAILURE_LIMIT", "20/min")
+# When the rate-limit store cannot be reached: refuse API writes and admin password sign-ins
+# with 503 (API reads still pass). false lets everything through, uncounted, until it is back.
+API_RATE_LIMIT_FAIL_CLOSED_WRITES = env_bool("API_RATE_LIMIT_FAIL_CLOSED_WRITES", True)
 
 
 def rate_limit_store(default: str) -> str:
@@ -283,6 +298,12 @@ API_PAGE_SIZE = env_int("API_PAGE_SIZE", 50, minimum=1)
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 200, minimum=1)
 # How long a retried POST with the same Idempotency-Key returns the first result.
 API_IDEMPOTENCY_TTL_SECONDS = env_int("API_IDEMPOTENCY_TTL_SECONDS", 24 * 3600, minimum=60)
+# Personal API tokens: the longest lifetime a new token may have, in days (0: no limit, and
+# "never expires" may be chosen). A token asked for without an expiry gets the longest
+# allowed; one that is older than this stops working even if it was created without one.
+API_TOKEN_MAX_LIFETIME_DAYS = env_int("API_TOKEN_MAX_LIFETIME_DAYS", 365, minimum=0)
+# Live (neither revoked nor expired) tokens one person may hold.
+API_TOKEN_MAX_PER_USER = env_int("API_TOKEN_MAX_PER_USER", 20, minimum=1)
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

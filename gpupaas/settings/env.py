@@ -9,6 +9,7 @@ be given as ``NAME_FILE`` pointing at a file (Docker and Kubernetes secrets).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -79,6 +80,19 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     if value is None:
         return list(default or [])
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+_RATE_RE = re.compile(r"[1-9][0-9]*/(s|sec|m|min|h|hour|d|day)")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate such as ``600/min``: a positive count per s, sec, m, min, h, hour, d or day."""
+    value = env_str(name, default).strip()
+    if not _RATE_RE.fullmatch(value):
+        raise ImproperlyConfigured(
+            f"Environment variable {name}={value!r} is not a rate such as 600/min or 20/sec."
+        )
+    return value
 
 
 def inherit(module: object, namespace: dict[str, object]) -> None:

@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from apps.accounts.models import User
 from apps.accounts.services import api_token_create
-from apps.api.ratelimit import rate_limiter
+from apps.common.ratelimit import rate_limiter
 
 Client = Callable[..., APIClient]
 

@@ -28,13 +28,15 @@ def test_token_over_its_rate_gets_429_with_retry_after(
     assert 1 <= int(response["Retry-After"]) <= 60
 
 
-def test_rate_limit_is_per_token(cast: Cast, api: Client, settings: Any) -> None:
+def test_rate_limit_is_per_user(cast: Cast, api: Client, settings: Any) -> None:
     settings.API_RATE_LIMIT = "2/min"
     first, second = api(cast.owner, ("read",)), api(cast.owner, ("read",))
+    someone_else = api(cast.teammate, ("read",))
     for _ in range(2):
         first.get("/api/v1/me/")
     assert first.get("/api/v1/me/").status_code == 429
-    assert second.get("/api/v1/me/").status_code == 200
+    assert second.get("/api/v1/me/").status_code == 429
+    assert someone_else.get("/api/v1/me/").status_code == 200
 
 
 def test_sessions_are_limited_per_user(cast: Cast, settings: Any) -> None:

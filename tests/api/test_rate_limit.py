@@ -1,5 +1,6 @@
 """The rate limiter itself: the settings' rate form, the local and the Redis store, the last
-slot taken once under concurrency, and requests let through when the store is down."""
+slot taken once under concurrency, lockouts in a moving window, and a store that is down
+reported to the caller."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from limits import RateLimitItemPerHour, RateLimitItemPerMinute, RateLimitItemPerSecond
 
-from apps.api.ratelimit import RateLimiter, parse_rate
+from apps.common.ratelimit import RateLimiter, failures_per_window, parse_rate
 
 
 @pytest.mark.parametrize(
@@ -58,7 +59,49 @@ def test_redis_store_is_shared_and_gives_the_last_slots_once(redis_url: str) -> 
     assert 1 <= refused.retry_after <= 60
 
 
-def test_an_unreachable_store_lets_requests_through(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unreachable_store_is_reported_not_decided(caplog: pytest.LogCaptureFixture) -> None:
+    """The limiter says the store is down; each caller decides (the API refuses writes)."""
     limiter = RateLimiter("redis://127.0.0.1:1/0")  # nothing listens on port 1
-    assert all(limiter.hit("1/min", "k").allowed for _ in range(3))
+    decisions = [limiter.hit("1/min", "k") for _ in range(3)]
+    assert all(d.store_down and d.allowed for d in decisions)
+    assert limiter.check("1/min", "k").store_down
     assert "rate-limit store unavailable" in caplog.text
+
+
+def test_check_does_not_count() -> None:
+    limiter = RateLimiter("memory://")
+    key = uuid.uuid4().hex
+    assert all(limiter.check("2/min", key).allowed for _ in range(5))
+    limiter.hit("2/min", key)
+    assert limiter.check("2/min", key).allowed
+    limiter.hit("2/min", key)
+    refused = limiter.check("2/min", key)
+    assert not refused.allowed
+    assert 1 <= refused.retry_after <= 60
+
+
+def test_lockouts_count_exactly_in_a_moving_window() -> None:
+    """N failures within W seconds lock; the lock lasts until the oldest is W seconds old."""
+    limiter = RateLimiter("memory://")
+    key = uuid.uuid4().hex
+    rule = failures_per_window(3, 900)
+    assert [limiter.hit(rule, key, namespace="t", exact=True).allowed for _ in range(3)] == [
+        True,
+        True,
+        True,
+    ]
+    locked = limiter.check(rule, key, namespace="t", exact=True)
+    assert not locked.allowed
+    assert 890 <= locked.retry_after <= 900
+    assert limiter.check(rule, key, namespace="other", exact=True).allowed
+
+
+@pytest.mark.redis
+def test_lockouts_count_in_redis_too(redis_url: str) -> None:
+    limiter = RateLimiter(redis_url)
+    key = uuid.uuid4().hex
+    rule = failures_per_window(2, 60)
+    limiter.hit(rule, key, namespace="t", exact=True)
+    assert limiter.check(rule, key, namespace="t", exact=True).allowed
+    limiter.hit(rule, key, namespace="t", exact=True)
+    assert not RateLimiter(redis_url).check(rule, key, namespace="t", exact=True).allowed

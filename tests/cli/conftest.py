@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from apps.accounts.models import User
 from apps.accounts.services import api_token_create
-from apps.api.ratelimit import rate_limiter
+from apps.common.ratelimit import rate_limiter
 from gpupaas_cli.main import app
 
 

@@ -22,6 +22,8 @@ def test_env_helpers_parse_typed_values(monkeypatch: pytest.MonkeyPatch) -> None
     assert env.env_int("X_INT", 0) == 42
     assert env.env_list("X_LIST") == ["a", "b", "c"]
     assert env.env_str("X_MISSING", "dflt") == "dflt"
+    monkeypatch.setenv("X_RATE", " 20/min ")
+    assert env.env_rate("X_RATE", "1/sec") == "20/min"
 
 
 @pytest.mark.parametrize(
@@ -30,6 +32,8 @@ def test_env_helpers_parse_typed_values(monkeypatch: pytest.MonkeyPatch) -> None
         ("X_BOOL", "maybe", lambda: env.env_bool("X_BOOL", False)),
         ("X_INT", "4 2", lambda: env.env_int("X_INT", 0)),
         ("X_INT", "-1", lambda: env.env_int("X_INT", 0, minimum=0)),
+        ("X_RATE", "600", lambda: env.env_rate("X_RATE", "1/min")),
+        ("X_RATE", "10/fortnight", lambda: env.env_rate("X_RATE", "1/min")),
     ],
 )
 def test_env_helpers_fail_loudly_naming_the_variable(

@@ -21,8 +21,8 @@ from rest_framework.test import APIClient
 
 from apps.accounts.models import User
 from apps.accounts.services import api_token_create
-from apps.api.ratelimit import rate_limiter
 from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image
+from apps.common.ratelimit import rate_limiter
 from apps.workloads import rules
 from apps.workloads.models import Workload
 from tests.factories import ImageFactory, TeamQuotaFactory

@@ -251,8 +251,20 @@ class TeamMemberDetailView(APIView):
 class ApiTokenSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "scopes", "created_at", "expires_at", "last_used_at", "revoked_at"]
+        fields = [
+            "id",
+            "name",
+            "scopes",
+            "created_at",
+            "expires_at",
+            "last_used_at",
+            "revoked_at",
+            "parent",
+        ]
         read_only_fields = fields
+        extra_kwargs = {
+            "parent": {"help_text": "The token that created this one; it dies with it."}
+        }
 
 
 class ApiTokenCreateSerializer(serializers.Serializer):
@@ -261,7 +273,14 @@ class ApiTokenCreateSerializer(serializers.Serializer):
         child=serializers.ChoiceField(choices=core.ALL_SCOPES), min_length=1, max_length=2
     )
     expires_in_days = serializers.IntegerField(
-        min_value=1, max_value=366, required=False, allow_null=True, help_text="Omit: never."
+        min_value=1,
+        max_value=36500,
+        required=False,
+        allow_null=True,
+        help_text=(
+            "Omit for the longest allowed: the server's maximum lifetime, and no later than "
+            "the token that makes this request. A token never expires only when neither limits it."
+        ),
     )
 
 
@@ -281,6 +300,7 @@ TOKEN_EXAMPLE = {
     "expires_at": "2025-01-31T12:00:00Z",
     "last_used_at": None,
     "revoked_at": None,
+    "parent": None,
 }
 
 
@@ -297,7 +317,11 @@ class TokenListView(APIView):
     @extend_schema(
         operation_id="tokens_create",
         summary="Create an API token",
-        description="The secret is in this response only; it is stored as a digest.",
+        description=(
+            "The secret is in this response only; it is stored as a digest. A token created "
+            "with a token is its child: it may allow no more than it, ends no later than it, "
+            "and is revoked with it. Each person may hold a limited number of live tokens."
+        ),
         request=ApiTokenCreateSerializer,
         responses={201: ApiTokenCreatedSerializer, **error_responses(400, 403)},
         examples=[
@@ -322,6 +346,7 @@ class TokenListView(APIView):
             name=body.validated_data["name"],
             scopes=body.validated_data["scopes"],
             expires_at=timezone.now() + timedelta(days=days) if days else None,
+            parent=request.auth if isinstance(request.auth, ApiToken) else None,
             source_ip=client_ip(request),
         )
         data = {**ApiTokenSerializer(token).data, "token": plaintext}
@@ -344,6 +369,7 @@ class TokenDetailView(APIView):
     @extend_schema(
         operation_id="tokens_revoke",
         summary="Revoke one of my API tokens",
+        description="The tokens created with it (and with those) are revoked with it.",
         responses={204: None, **error_responses(403, 404)},
     )
     def delete(self, request: Request, token_id: int) -> Response:

@@ -126,7 +126,8 @@ def tokens(request: HttpRequest) -> HttpResponse:
             )
         except ValidationError as exc:
             for field, errs in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, list(errs))
+                name = "expiry" if field == "expires_at" else field
+                form.add_error(name if name in form.fields else None, list(errs))
         else:
             form = ApiTokenForm()
     response = render(
