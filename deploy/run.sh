@@ -32,10 +32,9 @@ if [ "${OIDC:-0}" = 1 ]; then
     > "$VAR/log/oidc-provider.log" 2>&1 &
   pids+=($!)
   issuer="http://127.0.0.1:9000"
+  # The endpoints come from the provider's discovery document.
   export OIDC_RP_CLIENT_ID=gpupaas-dev OIDC_RP_CLIENT_SECRET=gpupaas-dev-secret \
-    OIDC_OP_ISSUER="$issuer" OIDC_OP_AUTHORIZATION_ENDPOINT="$issuer/auth" \
-    OIDC_OP_TOKEN_ENDPOINT="$issuer/token" OIDC_OP_USER_ENDPOINT="$issuer/me" \
-    OIDC_OP_JWKS_ENDPOINT="$issuer/jwks" OIDC_OP_LOGOUT_ENDPOINT="$issuer/session/end" \
+    OIDC_OP_ISSUER="$issuer" \
     OIDC_ADMIN_GROUPS=gpupaas-admins OIDC_PROVIDER_NAME="the development provider"
   log "OpenID provider at $issuer (users alice/bob/carol/dave/admin, password <user>-password)"
 fi

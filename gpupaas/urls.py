@@ -27,4 +27,5 @@ urlpatterns = [
 urlpatterns += [
     path("oidc/authenticate/", oidc.SignInView.as_view(), name="oidc_authentication_init"),
     path("oidc/callback/", oidc.CallbackView.as_view(), name="oidc_authentication_callback"),
+    path("oidc/backchannel-logout/", oidc.backchannel_logout, name="oidc_backchannel_logout"),
 ]

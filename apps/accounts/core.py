@@ -63,13 +63,59 @@ class TeamGroups:
     lead_group: str = ""
 
 
+# How the provider writes groups in the claim. "path": full paths ("/ml/vision", Keycloak's
+# default); "name": short names ("vision"); "auto": whatever it sends, compared exactly.
+GROUPS_FORMAT_AUTO = "auto"
+GROUPS_FORMAT_PATH = "path"
+GROUPS_FORMAT_NAME = "name"
+GROUPS_FORMATS = (GROUPS_FORMAT_AUTO, GROUPS_FORMAT_PATH, GROUPS_FORMAT_NAME)
+
+
+def _normalise_path(value: str) -> str:
+    return "/" + value.strip("/") if value.strip("/") else ""
+
+
+def group_key(value: str, *, groups_format: str, configured: bool) -> str | None:
+    """The form in which a group is compared, or None when it cannot take part.
+
+    Matching is always equality of these keys, never a suffix or a segment: with short names,
+    "/contractors/platform-admins" and "/platform-admins" both arrive as "platform-admins",
+    which is exactly why a short name is only ever compared with a short name.
+
+    - ``path``: the claim carries full paths. A configured group without a leading slash is a
+      top-level group ("gpupaas-admins" is "/gpupaas-admins"); a claim value that is not a
+      path is ignored, since its place in the tree is unknown.
+    - ``name``: the claim carries short names. A configured path can never match (the
+      provider does not say where a name sits) and a claim value that is a path is ignored.
+    - ``auto``: both sides compared as written; paths lose a trailing slash.
+    """
+    text = value.strip()
+    if not text:
+        return None
+    is_path = text.startswith("/")
+    if groups_format == GROUPS_FORMAT_PATH:
+        if is_path or configured:
+            return _normalise_path(text) or None
+        return None
+    if groups_format == GROUPS_FORMAT_NAME:
+        return None if is_path else text
+    return (_normalise_path(text) or None) if is_path else text
+
+
 @dataclass(frozen=True)
 class MembershipPlan:
-    """What a sign-in changes: roles to set per team, teams to leave, admin status."""
+    """What a sign-in changes: roles to set per team, teams to leave, admin status.
+
+    ``ignored_groups`` are claim values the configured format cannot place;
+    ``unmatchable_groups`` are configured groups that no claim value can match in this format.
+    Both are reported so a mismatch between the provider and the settings is never silent.
+    """
 
     roles: dict[int, str]
     remove_team_ids: frozenset[int]
     is_admin: bool
+    ignored_groups: tuple[str, ...] = ()
+    unmatchable_groups: tuple[str, ...] = ()
 
 
 def plan_memberships(
@@ -78,37 +124,98 @@ def plan_memberships(
     teams: Iterable[TeamGroups],
     current_idp_team_ids: Iterable[int],
     admin_groups: Iterable[str],
+    groups_format: str = GROUPS_FORMAT_AUTO,
 ) -> MembershipPlan:
     """Map the groups claim of one sign-in to memberships.
 
     A team's lead group makes its holder a lead; its member group makes a member. Teams
     whose groups the user no longer holds are left, so leaving a group removes access at
     the next sign-in. Only memberships that came from the identity provider are removed.
+    Team and admin groups are matched the same way (:func:`group_key`).
     """
-    held = {g for g in groups if g}
+    if groups_format not in GROUPS_FORMATS:
+        raise ValueError(f"Unknown groups format {groups_format!r}.")
+    held: set[str] = set()
+    ignored: list[str] = []
+    for group in groups:
+        key = group_key(group, groups_format=groups_format, configured=False)
+        if key is None:
+            if group.strip():
+                ignored.append(group)
+        else:
+            held.add(key)
+    unmatchable: list[str] = []
+
+    def configured(group: str) -> str | None:
+        key = group_key(group, groups_format=groups_format, configured=True)
+        if key is None and group.strip():
+            unmatchable.append(group)
+        return key
+
     roles: dict[int, str] = {}
     for team in teams:
-        if team.lead_group and team.lead_group in held:
+        lead_key = configured(team.lead_group) if team.lead_group else None
+        member_key = configured(team.member_group) if team.member_group else None
+        if lead_key and lead_key in held:
             roles[team.team_id] = ROLE_LEAD
-        elif team.member_group and team.member_group in held:
+        elif member_key and member_key in held:
             roles[team.team_id] = ROLE_MEMBER
+    admin_keys = {key for key in map(configured, admin_groups) if key}
     remove = frozenset(set(current_idp_team_ids) - set(roles))
-    is_admin = bool(held & {g for g in admin_groups if g})
-    return MembershipPlan(roles=roles, remove_team_ids=remove, is_admin=is_admin)
+    return MembershipPlan(
+        roles=roles,
+        remove_team_ids=remove,
+        is_admin=bool(held & admin_keys),
+        ignored_groups=tuple(ignored),
+        unmatchable_groups=tuple(dict.fromkeys(unmatchable)),
+    )
+
+
+@dataclass(frozen=True)
+class GroupsClaim:
+    """The groups claim of one sign-in and the shape it came in, for the sign-in log."""
+
+    groups: tuple[str, ...]
+    shape: str  # "absent", "list", "string" or "unusable"
+
+    def describe(self) -> str:
+        if self.shape == "absent":
+            return "absent (no memberships come from groups)"
+        if self.shape == "unusable":
+            return "of an unusable type (treated as no groups)"
+        paths = sum(1 for g in self.groups if g.startswith("/"))
+        if not self.groups:
+            kind = "no groups"
+        elif paths == len(self.groups):
+            kind = "full paths"
+        elif paths == 0:
+            kind = "short names"
+        else:
+            kind = "paths and short names mixed"
+        return f"a {self.shape} of {len(self.groups)}: {kind}"
+
+
+def read_groups_claim(claims: Mapping[str, object], claim: str) -> GroupsClaim:
+    """The groups claim as a tuple of strings, whatever shape the provider sends.
+
+    Providers send a list (Keycloak, Okta, Dex) or, for one group, a single string. A string
+    is one group, never split: group names may contain commas (LDAP DNs do). Anything else
+    counts as no groups rather than as an error that locks people out.
+    """
+    if claim not in claims or claims.get(claim) is None:
+        return GroupsClaim(groups=(), shape="absent")
+    value = claims[claim]
+    if isinstance(value, str):
+        return GroupsClaim(groups=(value.strip(),) if value.strip() else (), shape="string")
+    if isinstance(value, list | tuple):
+        items = tuple(str(item).strip() for item in value if isinstance(item, str | int))
+        return GroupsClaim(groups=tuple(item for item in items if item), shape="list")
+    return GroupsClaim(groups=(), shape="unusable")
 
 
 def groups_from_claims(claims: Mapping[str, object], claim: str) -> list[str]:
-    """The groups claim as a list of strings, whatever shape the provider sends.
-
-    Providers send a list (Keycloak, Okta, Dex), a single string, or a comma-separated
-    string; anything else counts as no groups rather than as an error that locks people out.
-    """
-    value = claims.get(claim)
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    if isinstance(value, list | tuple):
-        return [str(item) for item in value if isinstance(item, str | int) and str(item)]
-    return []
+    """The groups claim as a list of strings (see :func:`read_groups_claim`)."""
+    return list(read_groups_claim(claims, claim).groups)
 
 
 # --- redirects -------------------------------------------------------------------------------
@@ -254,6 +361,24 @@ class ClaimsError(ValueError):
     """An ID token whose claims must not be trusted."""
 
 
+def _audiences(payload: Mapping[str, object]) -> list[str]:
+    aud = payload.get("aud")
+    if isinstance(aud, str):
+        return [aud]
+    if isinstance(aud, list):
+        return [a for a in aud if isinstance(a, str)]
+    return []
+
+
+def _check_issuer_and_audience(
+    payload: Mapping[str, object], *, issuer: str, client_id: str
+) -> None:
+    if payload.get("iss") != issuer:
+        raise ClaimsError(f"The token was issued by {payload.get('iss')!r}, not by {issuer!r}.")
+    if client_id not in _audiences(payload):
+        raise ClaimsError("The token was issued for another application (audience mismatch).")
+
+
 def check_id_token_claims(
     payload: Mapping[str, object],
     *,
@@ -262,20 +387,94 @@ def check_id_token_claims(
     now: float,
     leeway: int = 60,
 ) -> None:
-    """Validate iss, aud, azp, exp and iat of a signature-checked ID token (OIDC Core 3.1.3.7)."""
-    if payload.get("iss") != issuer:
-        raise ClaimsError(f"The token was issued by {payload.get('iss')!r}, not by {issuer!r}.")
-    aud = payload.get("aud")
-    audiences = [aud] if isinstance(aud, str) else list(aud) if isinstance(aud, list) else []
-    if client_id not in audiences:
-        raise ClaimsError("The token was issued for another application (audience mismatch).")
-    if len(audiences) > 1 and payload.get("azp") != client_id:
+    """Validate iss, aud, azp, exp, nbf and iat of a signature-checked ID token
+    (OIDC Core 3.1.3.7)."""
+    _check_issuer_and_audience(payload, issuer=issuer, client_id=client_id)
+    # azp: required when there are several audiences, and when present it must be us.
+    azp = payload.get("azp")
+    if len(_audiences(payload)) > 1 and azp is None:
         raise ClaimsError("The token names several audiences but is not authorised for us.")
+    if azp is not None and azp != client_id:
+        raise ClaimsError(f"The token was authorised for {azp!r}, not for this application (azp).")
     exp = payload.get("exp")
     if not isinstance(exp, int | float) or exp + leeway < now:
         raise ClaimsError("The token has expired.")
+    nbf = payload.get("nbf")
+    if nbf is not None and (not isinstance(nbf, int | float) or nbf - leeway > now):
+        raise ClaimsError("The token is not valid yet (nbf); check the clocks.")
     iat = payload.get("iat")
     if isinstance(iat, int | float) and iat - leeway > now:
         raise ClaimsError("The token was issued in the future; check the clocks.")
     if not payload.get("sub"):
         raise ClaimsError("The token has no subject.")
+
+
+# --- back-channel logout -----------------------------------------------------------------------
+
+BACKCHANNEL_LOGOUT_EVENT = "http://schemas.openid.net/event/backchannel-logout"
+
+
+@dataclass(frozen=True)
+class LogoutRequest:
+    """Whose portal sessions a verified logout token ends: one provider session (``sid``), or
+    every session of the subject when the token names no session."""
+
+    issuer: str
+    subject: str
+    sid: str
+    jti: str
+
+
+def check_logout_token_claims(
+    payload: Mapping[str, object],
+    *,
+    issuer: str,
+    client_id: str,
+    now: float,
+    leeway: int = 60,
+) -> LogoutRequest:
+    """Validate a signature-checked logout token (OIDC Back-Channel Logout 1.0, 2.6)."""
+    _check_issuer_and_audience(payload, issuer=issuer, client_id=client_id)
+    iat = payload.get("iat")
+    if not isinstance(iat, int | float):
+        raise ClaimsError("The logout token has no issue time (iat).")
+    if iat - leeway > now:
+        raise ClaimsError("The logout token was issued in the future; check the clocks.")
+    exp = payload.get("exp")
+    if exp is not None and (not isinstance(exp, int | float) or exp + leeway < now):
+        raise ClaimsError("The logout token has expired.")
+    events = payload.get("events")
+    if not isinstance(events, Mapping) or not isinstance(
+        events.get(BACKCHANNEL_LOGOUT_EVENT), Mapping
+    ):
+        raise ClaimsError("The token is not a logout token (no back-channel logout event).")
+    if "nonce" in payload:
+        # An ID token must never be accepted as a logout token.
+        raise ClaimsError("A logout token must not contain a nonce.")
+    sub, sid = payload.get("sub"), payload.get("sid")
+    if not (isinstance(sub, str) and sub) and not (isinstance(sid, str) and sid):
+        raise ClaimsError("The logout token names neither a subject nor a session.")
+    jti = payload.get("jti")
+    if not isinstance(jti, str) or not jti:
+        raise ClaimsError("The logout token has no identifier (jti).")
+    return LogoutRequest(
+        issuer=issuer,
+        subject=sub if isinstance(sub, str) else "",
+        sid=sid if isinstance(sid, str) else "",
+        jti=jti,
+    )
+
+
+# --- group re-check ----------------------------------------------------------------------------
+
+
+def groups_recheck_due(*, checked_at: float | None, now: float, max_age: int) -> bool:
+    """Whether memberships that the provider confirmed at ``checked_at`` must be confirmed
+    again. ``None``: nothing from the provider to confirm."""
+    return checked_at is not None and now - checked_at >= max_age
+
+
+def groups_lapse_due(*, checked_at: float | None, now: float, max_age: int) -> bool:
+    """Whether a confirmation that could not be obtained (provider unreachable) has been
+    missing long enough for the provider's memberships to lapse: twice the interval."""
+    return checked_at is not None and now - checked_at >= 2 * max_age

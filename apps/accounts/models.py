@@ -15,6 +15,10 @@ class User(AbstractUser):
     """A person. Platform admins are ``is_staff``; team roles live in :class:`Membership`."""
 
     display_name = models.CharField(max_length=150, blank=True)
+    # When the identity provider last confirmed the memberships and admin status it gave this
+    # user (at sign-in or by a re-check); None when nothing the user holds came from it. They
+    # are confirmed again after OIDC_GROUPS_MAX_AGE_SECONDS (apps/accounts/oidc.py).
+    idp_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     def __str__(self) -> str:
         return self.display_name or self.username
@@ -31,6 +35,9 @@ class OidcIdentity(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_login_at = models.DateTimeField(null=True, blank=True)
     last_groups = models.JSONField(default=list, blank=True)
+    # The provider's refresh token from the last sign-in, used only to ask the provider for the
+    # user's current groups (never shown, never sent anywhere but the provider's token endpoint).
+    refresh_token = models.TextField(blank=True, default="", editable=False)
 
     class Meta:
         verbose_name = "OIDC identity"
@@ -41,6 +48,26 @@ class OidcIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} @ {self.issuer}"
+
+
+class UserSession(models.Model):
+    """A portal session opened by a sign-in through the provider, so that the provider's
+    back-channel logout, a deactivation or lapsed groups can end it (Django's sessions cannot
+    be looked up by user)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="portal_sessions"
+    )
+    identity = models.ForeignKey(
+        OidcIdentity, on_delete=models.CASCADE, related_name="portal_sessions", null=True
+    )
+    session_key = models.CharField(max_length=40, unique=True)
+    # The provider's session id (the ID token's ``sid``), empty when it sends none.
+    sid = models.CharField(max_length=255, blank=True, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"session of {self.user} since {self.created_at:%Y-%m-%d %H:%M}"
 
 
 class Team(models.Model):

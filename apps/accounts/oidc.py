@@ -1,29 +1,107 @@
-"""Sign-in through the company's OpenID provider (authorization code flow).
+"""Sign-in through the company's OpenID provider (authorization code flow), and what keeps a
+signed-in user in step with the provider afterwards.
 
 mozilla-django-oidc runs the flow and checks the ID token's signature and nonce; this module
-adds what it leaves to us: the issuer, audience and expiry checks, matching on issuer +
-subject (never on e-mail alone) and the groups → teams mapping at every sign-in.
+adds what it leaves to us: endpoints from discovery, the issuer, audience, azp, nbf and expiry
+checks, matching on issuer + subject (never on e-mail alone), the groups → teams mapping at
+every sign-in, the re-check of those groups while a session or an API token is in use, and the
+verification of back-channel logout tokens.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any
 
+import requests
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.core.exceptions import SuspiciousOperation
+from django.db import transaction
+from django.utils.encoding import force_bytes, smart_str
+from josepy.errors import Error as JoseError
+from josepy.jws import JWS, Header
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from apps.accounts import core
-from apps.accounts.models import User
-from apps.accounts.services import user_sync_oidc
+from apps.accounts import core, discovery
+from apps.accounts.models import OidcIdentity, User
+from apps.accounts.services import (
+    user_groups_confirm,
+    user_groups_lapse,
+    user_sessions_end,
+    user_sync_oidc,
+)
 from apps.common.http import client_ip
 
 log = logging.getLogger(__name__)
 
+# After the provider could not be reached for a re-check, wait this long before asking again.
+RECHECK_RETRY_SECONDS = 60
+
 
 class GpupaasOIDCBackend(OIDCAuthenticationBackend):
+    """The code flow's backend. Endpoints are resolved when used (explicit settings first, then
+    discovery), so building the backend — which Django does for every session request — never
+    talks to the provider."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Not OIDCAuthenticationBackend.__init__: it reads every endpoint eagerly.
+        self.UserModel = get_user_model()
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
+        self.OIDC_RP_CLIENT_SECRET = settings.OIDC_RP_CLIENT_SECRET
+        self.OIDC_RP_SIGN_ALGO = settings.OIDC_RP_SIGN_ALGO
+        self.OIDC_RP_IDP_SIGN_KEY = getattr(settings, "OIDC_RP_IDP_SIGN_KEY", None)
+        self.token_response: dict[str, Any] = {}
+
+    @property
+    def OIDC_OP_TOKEN_ENDPOINT(self) -> str:  # the name mozilla-django-oidc reads
+        return discovery.endpoint("OIDC_OP_TOKEN_ENDPOINT")
+
+    @property
+    def OIDC_OP_USER_ENDPOINT(self) -> str:
+        return discovery.endpoint("OIDC_OP_USER_ENDPOINT")
+
+    @property
+    def OIDC_OP_JWKS_ENDPOINT(self) -> str:
+        return discovery.endpoint("OIDC_OP_JWKS_ENDPOINT")
+
+    def retrieve_matching_jwk(self, token: bytes) -> dict[str, Any]:
+        """The provider key that signed ``token``, from the cached JWKS (see discovery)."""
+        try:
+            header = Header.json_loads(JWS.from_compact(force_bytes(token)).signature.protected)
+        except (JoseError, ValueError, TypeError) as exc:
+            raise SuspiciousOperation("The token is not a signed JWT.") from exc
+        kid = smart_str(header.kid) if header.kid else None
+        alg = smart_str(header.alg.name) if header.alg else None
+        for key in discovery.signing_keys(kid=kid):
+            if kid is not None and key.get("kid") != kid:
+                continue
+            if "alg" in key and key["alg"] != alg:
+                continue
+            return key
+        raise SuspiciousOperation("No key of the provider matches the token's signature.")
+
+    def signed_payload(self, token: str | bytes) -> dict[str, Any]:
+        """The payload of a JWT signed by the provider (signature and algorithm checked, claims
+        not yet). Raises SuspiciousOperation for anything else."""
+        raw = force_bytes(token)
+        try:
+            key = self.OIDC_RP_IDP_SIGN_KEY or self.retrieve_matching_jwk(raw)
+            payload = json.loads(self.get_payload_data(raw, key).decode("utf-8"))
+        except (JoseError, ValueError, TypeError) as exc:
+            raise SuspiciousOperation("The token is not a valid signed JWT.") from exc
+        if not isinstance(payload, dict):
+            raise SuspiciousOperation("The token's payload is not a JSON object.")
+        return payload
+
+    def get_token(self, payload: dict[str, Any]) -> dict[str, Any]:
+        response: dict[str, Any] = super().get_token(payload)
+        self.token_response = response  # its refresh token serves the group re-checks
+        return response
+
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
         payload: dict[str, Any] = super().verify_token(token, **kwargs)
         try:
@@ -44,11 +122,237 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
             # OIDC Core 5.3.2: the UserInfo response must be about the ID token's subject.
             raise SuspiciousOperation("The provider's user info names another subject.")
         claims = {**payload, **userinfo}
+        request = getattr(self, "request", None)
+        if request is not None:
+            # The provider's session id, so that its back-channel logout can end this session
+            # (recorded against the session key once the callback has signed the user in).
+            request.session["oidc_sid"] = str(payload.get("sid") or "")
         return user_sync_oidc(
             issuer=str(payload["iss"]),
             subject=str(payload["sub"]),
             claims=claims,
             groups_claim=settings.OIDC_GROUPS_CLAIM,
+            groups_format=settings.OIDC_GROUPS_FORMAT,
             admin_groups=settings.OIDC_ADMIN_GROUPS,
-            source_ip=client_ip(self.request) if getattr(self, "request", None) else None,
+            refresh_token=str(self.token_response.get("refresh_token") or ""),
+            source_ip=client_ip(request) if request is not None else None,
         )
+
+    def get_user(self, user_id: Any) -> User | None:
+        """The user of a session, or None (the session no longer signs anyone in) when an
+        admin deactivated them or the provider no longer confirms their groups."""
+        user: User | None = super().get_user(user_id)
+        if user is None:
+            return None
+        if not user.is_active:
+            # Ends the sessions for good, so that a later re-activation does not revive them.
+            user_sessions_end(user=user, reason="deactivated")
+            return None
+        if not groups_recheck(user):
+            return None
+        return user
+
+
+def logout_endpoint() -> str:
+    """Where to end the provider's session after signing out here; "" when unknown."""
+    try:
+        return discovery.endpoint("OIDC_OP_LOGOUT_ENDPOINT")
+    except discovery.DiscoveryError as exc:
+        log.warning("No end-session endpoint to offer after sign-out: %s", exc)
+        return ""
+
+
+# --- group re-check ---------------------------------------------------------------------------
+
+
+class ProviderRefused(Exception):
+    """The provider answered, and the answer is no (revoked grant, disabled user, …)."""
+
+
+class ProviderUnavailable(Exception):
+    """The provider could not be asked (network error, timeout, server error)."""
+
+
+def _client_auth(data: dict[str, str]) -> tuple[dict[str, str], tuple[str, str] | None]:
+    if settings.OIDC_TOKEN_USE_BASIC_AUTH:
+        return data, (settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET)
+    client = {"client_id": settings.OIDC_RP_CLIENT_ID}
+    return data | client | {"client_secret": settings.OIDC_RP_CLIENT_SECRET}, None
+
+
+def _provider_error(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}"
+    if not isinstance(body, dict):
+        return f"HTTP {response.status_code}"
+    detail = " ".join(str(body.get(k, "")) for k in ("error", "error_description")).strip()
+    return f"HTTP {response.status_code} {detail}".strip()
+
+
+def provider_current_claims(*, refresh_token: str, subject: str) -> tuple[dict[str, Any], str]:
+    """The user's claims as the provider states them now, and the refresh token to keep: a
+    refresh-token grant, then userinfo with the new access token (plus the new ID token's
+    claims, verified, when the provider sends one)."""
+    try:
+        token_endpoint = discovery.endpoint("OIDC_OP_TOKEN_ENDPOINT")
+        userinfo_endpoint = discovery.endpoint("OIDC_OP_USER_ENDPOINT")
+    except discovery.DiscoveryError as exc:
+        raise ProviderUnavailable(str(exc)) from exc
+    data, auth = _client_auth({"grant_type": "refresh_token", "refresh_token": refresh_token})
+    try:
+        response = requests.post(
+            token_endpoint, data=data, auth=auth, timeout=settings.OIDC_TIMEOUT
+        )
+    except requests.RequestException as exc:
+        raise ProviderUnavailable(f"token endpoint: {exc}") from exc
+    if response.status_code >= 500:
+        raise ProviderUnavailable(f"token endpoint: {_provider_error(response)}")
+    if response.status_code != 200:
+        raise ProviderRefused(f"refresh refused: {_provider_error(response)}")
+    tokens = response.json()
+    access_token = tokens.get("access_token") if isinstance(tokens, dict) else None
+    if not access_token:
+        raise ProviderRefused("the token endpoint returned no access token")
+    try:
+        info = requests.get(
+            userinfo_endpoint,
+            headers={"Authorization": f"Bearer {access_token}"},
+            timeout=settings.OIDC_TIMEOUT,
+        )
+    except requests.RequestException as exc:
+        raise ProviderUnavailable(f"userinfo: {exc}") from exc
+    if info.status_code >= 500:
+        raise ProviderUnavailable(f"userinfo: {_provider_error(info)}")
+    if info.status_code != 200:
+        raise ProviderRefused(f"userinfo refused: {_provider_error(info)}")
+    userinfo = info.json()
+    if not isinstance(userinfo, dict) or userinfo.get("sub") != subject:
+        raise ProviderRefused("userinfo names another subject")
+    claims: dict[str, Any] = {}
+    if tokens.get("id_token"):
+        # OIDC Core 12.2: checked like the first one, except the nonce (the provider repeats
+        # the sign-in's nonce or leaves it out; there is no new one to compare with).
+        try:
+            claims = GpupaasOIDCBackend().signed_payload(tokens["id_token"])
+            core.check_id_token_claims(
+                claims,
+                issuer=settings.OIDC_OP_ISSUER,
+                client_id=settings.OIDC_RP_CLIENT_ID,
+                now=time.time(),
+                leeway=settings.OIDC_CLOCK_LEEWAY_SECONDS,
+            )
+        except (SuspiciousOperation, core.ClaimsError) as exc:
+            raise ProviderRefused(f"the refreshed ID token is not acceptable: {exc}") from exc
+        except (requests.RequestException, discovery.DiscoveryError) as exc:
+            raise ProviderUnavailable(f"signing keys: {exc}") from exc
+        if claims.get("sub") != subject:
+            raise ProviderRefused("the refreshed ID token names another subject")
+    return {**claims, **userinfo}, str(tokens.get("refresh_token") or refresh_token)
+
+
+def _retry_key(user_id: int) -> str:
+    return f"oidc-groups-recheck-retry:{user_id}"
+
+
+def groups_recheck(user: User, *, now: float | None = None) -> bool:
+    """Confirm the user's memberships and admin status from the provider when they are older
+    than OIDC_GROUPS_MAX_AGE_SECONDS. Returns False when they lapsed (the provider refused, or
+    could not be reached for twice the interval, or no refresh token was given at sign-in): the
+    provider's memberships and admin rights are gone and the user's portal sessions ended.
+    ``user`` is updated in place either way."""
+    if not settings.OIDC_ENABLED:
+        return True
+    moment = time.time() if now is None else now
+    max_age = settings.OIDC_GROUPS_MAX_AGE_SECONDS
+
+    def stamp(u: User) -> float | None:
+        return u.idp_checked_at.timestamp() if u.idp_checked_at else None
+
+    if not core.groups_recheck_due(checked_at=stamp(user), now=moment, max_age=max_age):
+        return True
+    lapse_due = core.groups_lapse_due(checked_at=stamp(user), now=moment, max_age=max_age)
+    if cache.get(_retry_key(user.pk)) and not lapse_due:
+        return True  # the provider was unreachable a moment ago; keep what was confirmed
+    with transaction.atomic():
+        # The identity row is the lock: two requests of one user must not both spend the refresh
+        # token (a provider that rotates refresh tokens revokes the grant when one is reused).
+        identity = (
+            OidcIdentity.objects.select_for_update()
+            .filter(user=user)
+            .order_by("-last_login_at")
+            .first()
+        )
+        stored = User.objects.filter(pk=user.pk).values_list("idp_checked_at", flat=True).first()
+        user.idp_checked_at = stored
+        user.__dict__.pop("_team_ids", None)  # memberships may have changed meanwhile
+        if stored is None:
+            return False  # another request found them lapsed
+        if not core.groups_recheck_due(checked_at=stamp(user), now=moment, max_age=max_age):
+            user.refresh_from_db(fields=["is_staff", "is_superuser"])
+            return True  # another request confirmed them meanwhile
+        if identity is None or not identity.refresh_token:
+            reason = "no refresh token from the provider to ask it again"
+        else:
+            try:
+                claims, refresh_token = provider_current_claims(
+                    refresh_token=identity.refresh_token, subject=identity.subject
+                )
+            except ProviderRefused as exc:
+                reason = f"the provider refused: {exc}"
+            except ProviderUnavailable as exc:
+                cache.set(_retry_key(user.pk), 1, RECHECK_RETRY_SECONDS)
+                if not lapse_due:
+                    log.warning(
+                        "Groups of %s not re-checked, the provider is unreachable (next try in "
+                        "%ss): %s",
+                        user.get_username(),
+                        RECHECK_RETRY_SECONDS,
+                        exc,
+                    )
+                    return True
+                reason = f"the provider has been unreachable for twice the interval: {exc}"
+            else:
+                user_groups_confirm(
+                    user=user,
+                    identity=identity,
+                    claims=claims,
+                    groups_claim=settings.OIDC_GROUPS_CLAIM,
+                    groups_format=settings.OIDC_GROUPS_FORMAT,
+                    admin_groups=settings.OIDC_ADMIN_GROUPS,
+                    refresh_token=refresh_token,
+                )
+                return True
+        user_groups_lapse(user=user, reason=reason)
+        return False
+
+
+# --- back-channel logout ----------------------------------------------------------------------
+
+
+class LogoutTokenError(Exception):
+    """A logout token that must not be acted on; the message says why."""
+
+
+def verify_logout_token(token: str) -> core.LogoutRequest:
+    """Check a back-channel logout token: the provider's signature (its JWKS), then the claims
+    (OIDC Back-Channel Logout 1.0, 2.6), then that it was not seen before (``jti``)."""
+    try:
+        payload = GpupaasOIDCBackend().signed_payload(token)
+    except SuspiciousOperation as exc:
+        raise LogoutTokenError(str(exc)) from exc
+    try:
+        logout = core.check_logout_token_claims(
+            payload,
+            issuer=settings.OIDC_OP_ISSUER,
+            client_id=settings.OIDC_RP_CLIENT_ID,
+            now=time.time(),
+            leeway=settings.OIDC_CLOCK_LEEWAY_SECONDS,
+        )
+    except core.ClaimsError as exc:
+        raise LogoutTokenError(str(exc)) from exc
+    # A replayed token: refused (per process; a replay could only end sessions already ended).
+    if not cache.add(f"oidc-logout-jti:{logout.issuer}:{logout.jti}", 1, timeout=3600):
+        raise LogoutTokenError("This logout token was already used.")
+    return logout

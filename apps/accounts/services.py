@@ -2,17 +2,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
+from importlib import import_module
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import Group, Permission
+from django.contrib.sessions.backends.base import SessionBase
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from apps.accounts import core
-from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
+from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User, UserSession
 from apps.accounts.selectors import (
     ADMIN_LOGIN,
     admin_login_keys,
@@ -26,6 +29,8 @@ from apps.audit.changes import diff, snapshot
 from apps.audit.services import audit_record
 from apps.common import taskqueue
 from apps.common.ratelimit import rate_limiter
+
+log = logging.getLogger(__name__)
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +167,18 @@ def membership_set(
             .values("role", "source")
             .first()
         )
+        if actor is not None and not actor.is_staff:
+            # A lead must not be able to make their own access outlive the provider's group
+            # (setting it makes it manual), nor take over a membership the provider owns.
+            if actor.pk == user.pk:
+                raise PermissionDenied(
+                    "You cannot change your own membership; ask another lead or a platform admin."
+                )
+            if previous is not None and previous["source"] == Membership.Source.IDP:
+                raise PermissionDenied(
+                    "This membership comes from the identity provider's groups; change it "
+                    "there, or ask a platform admin."
+                )
         # A membership set by hand is manual: sign-ins no longer change or remove it.
         membership, created = Membership.objects.update_or_create(
             user=user, team=team, defaults={"role": role, "source": Membership.Source.MANUAL}
@@ -363,6 +380,93 @@ def group_delete(*, actor: User | None, group: Group, source_ip: str | None = No
 # --- sign-in ----------------------------------------------------------------------------------
 
 
+def _sync_provider_groups(
+    *,
+    user: User,
+    claims: Mapping[str, object],
+    groups_claim: str,
+    groups_format: str,
+    admin_groups: Sequence[str],
+) -> tuple[core.GroupsClaim, core.MembershipPlan, bool]:
+    """Bring the user's provider memberships and admin status in line with ``claims`` (the user
+    row itself is saved by the caller). Returns the claim read, the plan applied and whether
+    anything changed."""
+    claim = core.read_groups_claim(claims, groups_claim)
+    teams = [
+        core.TeamGroups(team_id=t.pk, member_group=t.idp_group, lead_group=t.idp_lead_group)
+        for t in Team.objects.exclude(idp_group="", idp_lead_group="")
+    ]
+    current = dict(
+        Membership.objects.filter(user=user, source=Membership.Source.IDP).values_list(
+            "team_id", "role"
+        )
+    )
+    plan = core.plan_memberships(
+        groups=claim.groups,
+        teams=teams,
+        current_idp_team_ids=current,
+        admin_groups=admin_groups,
+        groups_format=groups_format,
+    )
+    changed = False
+    for team_id, role in plan.roles.items():
+        existing = Membership.objects.filter(user=user, team_id=team_id).first()
+        if existing is None:
+            Membership.objects.create(
+                user=user, team_id=team_id, role=role, source=Membership.Source.IDP
+            )
+            changed = True
+        elif existing.source == Membership.Source.IDP and existing.role != role:
+            existing.role = role
+            existing.save(update_fields=["role"])
+            changed = True
+    removed, _ = Membership.objects.filter(
+        user=user, team_id__in=plan.remove_team_ids, source=Membership.Source.IDP
+    ).delete()
+    changed = changed or bool(removed) or user.is_staff != plan.is_admin
+    user.is_staff = plan.is_admin
+    user.is_superuser = plan.is_admin
+    user.__dict__.pop("_team_ids", None)  # the token lookup's copy of the team ids is stale
+    return claim, plan, changed
+
+
+def _log_groups(
+    *, user: User, when: str, claim: core.GroupsClaim, plan: core.MembershipPlan, fmt: str
+) -> None:
+    log.info(
+        "OIDC %s of %s: groups claim is %s (OIDC_GROUPS_FORMAT=%s); groups received: %s; "
+        "teams: %s; admin: %s",
+        when,
+        user.get_username(),
+        claim.describe(),
+        fmt,
+        ", ".join(claim.groups) or "none",
+        sorted(plan.roles) or "none",
+        plan.is_admin,
+    )
+    if claim.shape in ("absent", "unusable"):
+        log.warning(
+            "OIDC %s of %s: the provider sent no usable groups claim; memberships from groups "
+            "are removed. Check the provider's claim mapping and OIDC_GROUPS_CLAIM.",
+            when,
+            user.get_username(),
+        )
+    if plan.ignored_groups:
+        log.warning(
+            "OIDC %s of %s: groups ignored, they do not fit OIDC_GROUPS_FORMAT=%s: %s",
+            when,
+            user.get_username(),
+            fmt,
+            ", ".join(plan.ignored_groups),
+        )
+    if plan.unmatchable_groups:
+        log.warning(
+            "Configured groups that can never match with OIDC_GROUPS_FORMAT=%s: %s",
+            fmt,
+            ", ".join(plan.unmatchable_groups),
+        )
+
+
 def user_sync_oidc(
     *,
     issuer: str,
@@ -370,11 +474,15 @@ def user_sync_oidc(
     claims: Mapping[str, object],
     groups_claim: str,
     admin_groups: Sequence[str],
+    groups_format: str = core.GROUPS_FORMAT_AUTO,
+    refresh_token: str = "",
     source_ip: str | None = None,
 ) -> User:
     """Find or create the user for an identity, and bring their teams and admin status up to
-    date with the groups claim of this sign-in."""
-    groups = core.groups_from_claims(claims, groups_claim)
+    date with the groups claim of this sign-in.
+
+    A user an admin deactivated stays deactivated: the sign-in changes nothing and is
+    recorded as refused (the callback turns the inactive user away)."""
     with transaction.atomic():
         identity = (
             OidcIdentity.objects.select_for_update()
@@ -387,44 +495,37 @@ def user_sync_oidc(
             user = User.objects.create_user(username=_free_username(claims, subject))
             identity = OidcIdentity.objects.create(user=user, issuer=issuer, subject=subject)
         user = identity.user
+        if not user.is_active:
+            log.warning("OIDC sign-in of %s refused: the account is deactivated.", user)
+            audit_record(
+                actor=user,
+                action="auth.login_refused",
+                obj=user,
+                source_ip=source_ip,
+                details={"issuer": issuer, "reason": "deactivated"},
+            )
+            return user
         user.email = str(claims.get("email") or "")[:254]
         user.display_name = str(claims.get("name") or "")[:150]
         user.first_name = str(claims.get("given_name") or "")[:150]
         user.last_name = str(claims.get("family_name") or "")[:150]
-
-        teams = [
-            core.TeamGroups(team_id=t.pk, member_group=t.idp_group, lead_group=t.idp_lead_group)
-            for t in Team.objects.exclude(idp_group="", idp_lead_group="")
-        ]
-        current = dict(
-            Membership.objects.filter(user=user, source=Membership.Source.IDP).values_list(
-                "team_id", "role"
-            )
+        was_admin = user.is_staff
+        claim, plan, _ = _sync_provider_groups(
+            user=user,
+            claims=claims,
+            groups_claim=groups_claim,
+            groups_format=groups_format,
+            admin_groups=admin_groups,
         )
-        plan = core.plan_memberships(
-            groups=groups, teams=teams, current_idp_team_ids=current, admin_groups=admin_groups
-        )
-        for team_id, role in plan.roles.items():
-            existing = Membership.objects.filter(user=user, team_id=team_id).first()
-            if existing is None:
-                Membership.objects.create(
-                    user=user, team_id=team_id, role=role, source=Membership.Source.IDP
-                )
-            elif existing.source == Membership.Source.IDP and existing.role != role:
-                existing.role = role
-                existing.save(update_fields=["role"])
-        Membership.objects.filter(
-            user=user, team_id__in=plan.remove_team_ids, source=Membership.Source.IDP
-        ).delete()
-        admin_changed = user.is_staff != plan.is_admin
-        user.is_staff = plan.is_admin
-        user.is_superuser = plan.is_admin
-        user.is_active = True
-        user.last_login = timezone.now()
+        now = timezone.now()
+        user.last_login = now
+        user.idp_checked_at = now
         user.save()
-        identity.last_login_at = timezone.now()
-        identity.last_groups = groups
-        identity.save(update_fields=["last_login_at", "last_groups"])
+        identity.last_login_at = now
+        identity.last_groups = list(claim.groups)
+        identity.refresh_token = refresh_token
+        identity.save(update_fields=["last_login_at", "last_groups", "refresh_token"])
+        _log_groups(user=user, when="sign-in", claim=claim, plan=plan, fmt=groups_format)
         audit_record(
             actor=user,
             action="auth.login",
@@ -433,14 +534,182 @@ def user_sync_oidc(
             details={
                 "issuer": issuer,
                 "new_user": created,
-                "groups": groups,
+                "groups": list(claim.groups),
+                "groups_claim": claim.describe(),
+                "ignored_groups": list(plan.ignored_groups),
                 "teams": sorted(plan.roles),
                 "left_teams": sorted(plan.remove_team_ids),
                 "admin": plan.is_admin,
-                "admin_changed": admin_changed,
+                "admin_changed": was_admin != plan.is_admin,
+                "refresh_token": bool(refresh_token),
             },
         )
     return user
+
+
+def user_groups_confirm(
+    *,
+    user: User,
+    identity: OidcIdentity,
+    claims: Mapping[str, object],
+    groups_claim: str,
+    groups_format: str,
+    admin_groups: Sequence[str],
+    refresh_token: str,
+) -> User:
+    """Apply the groups the provider states now (a re-check, between sign-ins). Recorded as
+    ``auth.groups_refresh`` when memberships or admin status changed."""
+    with transaction.atomic():
+        before = sorted(
+            Membership.objects.filter(user=user, source=Membership.Source.IDP).values_list(
+                "team_id", "role"
+            )
+        )
+        was_admin = user.is_staff
+        claim, plan, changed = _sync_provider_groups(
+            user=user,
+            claims=claims,
+            groups_claim=groups_claim,
+            groups_format=groups_format,
+            admin_groups=admin_groups,
+        )
+        user.idp_checked_at = timezone.now()
+        user.save(update_fields=["is_staff", "is_superuser", "idp_checked_at"])
+        identity.last_groups = list(claim.groups)
+        identity.refresh_token = refresh_token
+        identity.save(update_fields=["last_groups", "refresh_token"])
+        _log_groups(user=user, when="group re-check", claim=claim, plan=plan, fmt=groups_format)
+        if changed:
+            audit_record(
+                actor=None,
+                action="auth.groups_refresh",
+                obj=user,
+                details={
+                    "groups": list(claim.groups),
+                    "before": before,
+                    "teams": sorted(plan.roles),
+                    "left_teams": sorted(plan.remove_team_ids),
+                    "admin": plan.is_admin,
+                    "admin_changed": was_admin != plan.is_admin,
+                },
+            )
+    return user
+
+
+def user_groups_lapse(*, user: User, reason: str) -> User:
+    """The provider no longer confirms what it gave the user: its memberships and admin rights
+    go, the stored refresh token is dropped and every portal session of the user ends. Manual
+    memberships and API tokens stay (a token then reaches only the manual teams); the next
+    sign-in restores whatever the provider grants then."""
+    with transaction.atomic():
+        teams = sorted(
+            Membership.objects.filter(user=user, source=Membership.Source.IDP).values_list(
+                "team_id", flat=True
+            )
+        )
+        Membership.objects.filter(user=user, source=Membership.Source.IDP).delete()
+        was_admin = user.is_staff
+        user.is_staff = False
+        user.is_superuser = False
+        user.idp_checked_at = None
+        user.save(update_fields=["is_staff", "is_superuser", "idp_checked_at"])
+        user.__dict__.pop("_team_ids", None)
+        OidcIdentity.objects.filter(user=user).update(refresh_token="")
+        ended = _end_sessions(UserSession.objects.filter(user=user))
+        log.warning(
+            "Memberships from the provider of %s lapsed (%s); %d portal session(s) ended.",
+            user.get_username(),
+            reason,
+            ended,
+        )
+        audit_record(
+            actor=None,
+            action="auth.groups_lapsed",
+            obj=user,
+            details={"reason": reason, "left_teams": teams, "admin": was_admin, "sessions": ended},
+        )
+    return user
+
+
+# --- portal sessions ---------------------------------------------------------------------------
+
+
+def _session_store() -> SessionBase:
+    engine = import_module(settings.SESSION_ENGINE)
+    store: SessionBase = engine.SessionStore()
+    return store
+
+
+def _end_sessions(sessions: QuerySet[UserSession]) -> int:
+    """Delete the Django sessions behind ``sessions`` and their index rows."""
+    rows = list(sessions.values_list("pk", "session_key"))
+    store = _session_store()
+    for _, key in rows:
+        store.delete(key)
+    UserSession.objects.filter(pk__in=[pk for pk, _ in rows]).delete()
+    return len(rows)
+
+
+def user_session_record(*, user: User, session_key: str, issuer: str, sid: str) -> UserSession:
+    """Index a session opened by a sign-in through the provider. Rows of the user's sessions
+    that have ended on their own are dropped on the way."""
+    identity = OidcIdentity.objects.filter(user=user, issuer=issuer).first()
+    with transaction.atomic():
+        row, _ = UserSession.objects.update_or_create(
+            session_key=session_key,
+            defaults={"user": user, "identity": identity, "sid": sid[:255]},
+        )
+        horizon = timezone.now() - timedelta(seconds=settings.SESSION_COOKIE_AGE)
+        store = _session_store()
+        gone = [
+            pk
+            for pk, key in UserSession.objects.filter(
+                user=user, created_at__lt=horizon
+            ).values_list("pk", "session_key")
+            if not store.exists(key)
+        ]
+        UserSession.objects.filter(pk__in=gone).delete()
+    return row
+
+
+def user_sessions_end(*, user: User, reason: str, source_ip: str | None = None) -> int:
+    """End every portal session of ``user`` that a sign-in through the provider opened."""
+    with transaction.atomic():
+        ended = _end_sessions(UserSession.objects.filter(user=user))
+        if ended:
+            audit_record(
+                actor=None,
+                action="auth.sessions_end",
+                obj=user,
+                source_ip=source_ip,
+                details={"reason": reason, "sessions": ended},
+            )
+    return ended
+
+
+def oidc_backchannel_logout(*, logout: core.LogoutRequest, source_ip: str | None = None) -> int:
+    """End the portal sessions a verified logout token names: the sessions of that provider
+    session (``sid``), or every session of the subject when it names none. Sessions whose sid
+    the provider never told us count as the subject's when the token names the subject."""
+    sessions = UserSession.objects.filter(identity__issuer=logout.issuer)
+    if logout.subject:
+        sessions = sessions.filter(identity__subject=logout.subject)
+        if logout.sid:
+            sessions = sessions.filter(Q(sid=logout.sid) | Q(sid=""))
+    else:
+        sessions = sessions.filter(sid=logout.sid)
+    with transaction.atomic():
+        users = list(User.objects.filter(portal_sessions__in=sessions).distinct())
+        ended = _end_sessions(sessions)
+        for user in users:
+            audit_record(
+                actor=None,
+                action="auth.backchannel_logout",
+                obj=user,
+                source_ip=source_ip,
+                details={"issuer": logout.issuer, "sid": logout.sid, "sessions": ended},
+            )
+    return ended
 
 
 def _free_username(claims: Mapping[str, object], subject: str) -> str:

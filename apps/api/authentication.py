@@ -12,6 +12,7 @@ from rest_framework.request import Request
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, User
+from apps.accounts.oidc import groups_recheck
 from apps.accounts.selectors import active_token_by_plaintext
 from apps.accounts.services import api_token_touch
 from apps.common.http import client_ip
@@ -62,6 +63,9 @@ class ApiTokenAuthentication(BaseAuthentication):
         if token is None:
             raise exceptions.AuthenticationFailed("The token is unknown, revoked or expired.")
         api_token_touch(token=token, now=timezone.now())
+        # Memberships from the identity provider are confirmed again once they are old enough;
+        # if the provider no longer confirms them they lapse (the token keeps its manual teams).
+        groups_recheck(token.user)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -106,9 +106,11 @@ function loadConfig(configPath) {
     if (usersByName.has(user.username) || usersBySub.has(sub)) {
       fail(`duplicate user ${user.username}`);
     }
-    const groups = user.groups ?? [];
-    if (!Array.isArray(groups)) fail(`user ${user.username}: groups must be a list`);
-    const record = { ...user, sub, groups };
+    const groups = user.groups === undefined ? [] : user.groups;
+    if (!validGroups(groups)) {
+      fail(`user ${user.username}: groups must be a list of strings, a string or null`);
+    }
+    const record = { ...user, sub, groups, disabled: Boolean(user.disabled) };
     usersByName.set(user.username, record);
     usersBySub.set(sub, record);
   }
@@ -120,7 +122,15 @@ function loadConfig(configPath) {
     accessTokenTtl: raw.access_token_ttl ?? 3600,
     sessionTtl: raw.session_ttl ?? 8 * 3600,
     dynamicRegistration: Boolean(raw.dynamic_registration),
+    controlApi: Boolean(raw.control_api),
   };
+}
+
+// A user's groups: a list of strings (the usual claim), one string (some providers send a
+// single group that way) or null (the claim is left out altogether).
+function validGroups(groups) {
+  if (groups === null || typeof groups === 'string') return true;
+  return Array.isArray(groups) && groups.every((group) => typeof group === 'string');
 }
 
 function signingKeys() {
@@ -227,7 +237,7 @@ function buildProvider(issuer, config) {
     jwks: signingKeys(),
     cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
     clientDefaults: {
-      grant_types: ['authorization_code'],
+      grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
       token_endpoint_auth_method: 'client_secret_basic',
       id_token_signed_response_alg: 'RS256',
@@ -237,8 +247,14 @@ function buildProvider(issuer, config) {
     claims: SCOPE_CLAIMS,
     conformIdTokenClaims: false,
     pkce: { required: (ctx, client) => client.clientAuthMethod === 'none' },
+    // A refresh token for every client allowed the grant, without offline_access (as Keycloak
+    // does): it ends with the login session, so signing out here also stops refreshes.
+    issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
     features: {
       devInteractions: { enabled: false },
+      // OpenID Connect Back-Channel Logout 1.0, for clients that register a
+      // backchannel_logout_uri: ending the session here posts a logout token to them.
+      backchannelLogout: { enabled: true },
       introspection: { enabled: true },
       // Open dynamic client registration (POST /reg), only when the config
       // asks for it; tests use it for one-off redirect URIs.
@@ -272,6 +288,7 @@ ${form}
     ttl: {
       IdToken: (ctx, token, client) => idTokenTtls.get(client.clientId) ?? config.idTokenTtl,
       AccessToken: config.accessTokenTtl,
+      RefreshToken: config.sessionTtl,
       Session: config.sessionTtl,
       Grant: config.sessionTtl,
       Interaction: 3600,
@@ -279,17 +296,23 @@ ${form}
     },
     findAccount: async (ctx, sub) => {
       const user = usersBySub.get(sub);
-      if (!user) return undefined;
+      // A disabled user is unknown: refresh tokens and access tokens stop working.
+      if (!user || user.disabled) return undefined;
       return {
         accountId: sub,
-        claims: async () => ({
-          sub,
-          email: user.email,
-          email_verified: user.email_verified ?? Boolean(user.email),
-          name: user.name ?? user.username,
-          preferred_username: user.username,
-          groups: [...user.groups],
-        }),
+        claims: async () => {
+          const claims = {
+            sub,
+            email: user.email,
+            email_verified: user.email_verified ?? Boolean(user.email),
+            name: user.name ?? user.username,
+            preferred_username: user.username,
+          };
+          if (user.groups !== null) {
+            claims.groups = Array.isArray(user.groups) ? [...user.groups] : user.groups;
+          }
+          return claims;
+        },
       };
     },
     // Every configured client is first-party: consent is granted on the
@@ -356,6 +379,9 @@ ${form}
 
   provider.on('server_error', (ctx, err) => {
     process.stderr.write(`oidc-provider: server error: ${err.stack || err}\n`);
+  });
+  provider.on('backchannel.error', (ctx, err, client) => {
+    process.stderr.write(`oidc-provider: back-channel logout to ${client.clientId} failed: ${err.message}\n`);
   });
   return provider;
 }
@@ -431,7 +457,7 @@ async function handleInteraction(provider, config, req, res) {
   const username = (form.get('login') ?? '').trim();
   const password = form.get('password') ?? '';
   const user = config.usersByName.get(username);
-  if (!user || !passwordMatches(user.password, password)) {
+  if (!user || user.disabled || !passwordMatches(user.password, password)) {
     send(res, 200, loginPage({
       uid: details.uid, clientName, username, error: 'Invalid username or password.',
     }));
@@ -440,6 +466,44 @@ async function handleInteraction(provider, config, req, res) {
   await provider.interactionFinished(req, res, {
     login: { accountId: user.sub },
   }, { mergeWithLastSubmission: false });
+}
+
+// POST /_control/users/<username> with JSON {"groups": ..., "disabled": bool}: change a user
+// while the provider runs (tests: a user leaves a group or is disabled at the provider). Only
+// with "control_api": true in the config.
+async function handleControl(config, req, res) {
+  const json = (status, body) => {
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
+    res.end(JSON.stringify(body));
+  };
+  const match = /^\/_control\/users\/([^/?]+)$/.exec(req.url);
+  if (!match || req.method !== 'POST') {
+    json(404, { error: 'not_found' });
+    return;
+  }
+  const user = config.usersByName.get(decodeURIComponent(match[1]));
+  if (!user) {
+    json(404, { error: 'unknown_user' });
+    return;
+  }
+  const chunks = [];
+  for await (const chunk of req) chunks.push(chunk);
+  let change;
+  try {
+    change = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+  } catch {
+    json(400, { error: 'invalid_json' });
+    return;
+  }
+  if ('groups' in change) {
+    if (!validGroups(change.groups)) {
+      json(400, { error: 'invalid_groups' });
+      return;
+    }
+    user.groups = change.groups;
+  }
+  if ('disabled' in change) user.disabled = Boolean(change.disabled);
+  json(200, { username: user.username, groups: user.groups, disabled: user.disabled });
 }
 
 async function main() {
@@ -468,6 +532,14 @@ async function main() {
   const providerCallback = provider.callback();
 
   ready = (req, res) => {
+    if (config.controlApi && req.url.startsWith('/_control/')) {
+      handleControl(config, req, res).catch((err) => {
+        process.stderr.write(`oidc-provider: control error: ${err.stack || err}\n`);
+        if (!res.headersSent) res.writeHead(500);
+        res.end();
+      });
+      return;
+    }
     if (req.url.startsWith('/interaction/')) {
       handleInteraction(provider, config, req, res).catch((err) => {
         process.stderr.write(`oidc-provider: interaction error: ${err.stack || err}\n`);

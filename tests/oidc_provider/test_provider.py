@@ -383,3 +383,85 @@ def test_django_settings_point_at_discovered_endpoints(oidc_provider: OIDCProvid
     assert settings["OIDC_OP_TOKEN_ENDPOINT"] == oidc_provider.token_endpoint
     assert settings["OIDC_OP_JWKS_ENDPOINT"] == oidc_provider.jwks_uri
     assert settings["OIDC_RP_SIGN_ALGO"] == "RS256"
+
+
+def test_groups_claim_can_be_one_string_or_left_out(oidc_provider: OIDCProvider) -> None:
+    stan = verified_claims(oidc_provider, sign_in(oidc_provider, "stan")["id_token"])
+    abby = verified_claims(oidc_provider, sign_in(oidc_provider, "abby")["id_token"])
+
+    assert stan["groups"] == "/ml/vision"
+    assert "groups" not in abby
+    assert verified_claims(oidc_provider, sign_in(oidc_provider, "paula")["id_token"])[
+        "groups"
+    ] == ["/ml/vision", "/gpupaas-admins"]
+
+
+def _refresh(provider: OIDCProvider, refresh_token: str) -> requests.Response:
+    client = provider.client()
+    return requests.post(
+        provider.token_endpoint,
+        data={
+            "grant_type": "refresh_token",
+            "refresh_token": refresh_token,
+            "client_id": client.client_id,
+            "client_secret": client.client_secret,
+        },
+        timeout=10,
+    )
+
+
+def _userinfo(provider: OIDCProvider, access_token: str) -> requests.Response:
+    return requests.get(
+        provider.userinfo_endpoint,
+        headers={"Authorization": f"Bearer {access_token}"},
+        timeout=10,
+    )
+
+
+def test_refresh_token_brings_current_groups_until_the_user_is_disabled(
+    oidc_provider: OIDCProvider,
+) -> None:
+    tokens = sign_in(oidc_provider, "mo")
+    assert tokens["refresh_token"]
+    try:
+        oidc_provider.set_user("mo", groups=["gpupaas-team-nlp"])
+        refreshed = _refresh(oidc_provider, tokens["refresh_token"])
+        assert refreshed.status_code == 200, refreshed.text
+        info = _userinfo(oidc_provider, refreshed.json()["access_token"]).json()
+        assert info["groups"] == ["gpupaas-team-nlp"]
+
+        oidc_provider.set_user("mo", disabled=True)
+        refused = _refresh(oidc_provider, tokens["refresh_token"])
+        assert refused.status_code == 400
+        assert refused.json()["error"] == "invalid_grant"
+        assert _userinfo(oidc_provider, refreshed.json()["access_token"]).status_code == 401
+        with pytest.raises(OIDCLoginError, match="Invalid username or password"):
+            login_via_provider(oidc_provider.authorize_url(), "mo", "mo-password")
+    finally:
+        oidc_provider.reset_user("mo")
+
+
+def test_refresh_token_ends_with_the_login_session(oidc_provider: OIDCProvider) -> None:
+    session = requests.Session()
+    callback = login_via_provider(
+        oidc_provider.authorize_url(), "carol", "carol-password", session=session
+    )
+    tokens = oidc_provider.exchange_code(callback_params(callback)["code"]).json()
+    page = session.get(oidc_provider.end_session_endpoint, timeout=10)
+    xsrf = page.text.split('name="xsrf" value="', 1)[1].split('"', 1)[0]
+    session.post(
+        f"{oidc_provider.issuer}/session/end/confirm",
+        data={"xsrf": xsrf, "logout": "yes"},
+        allow_redirects=False,
+        timeout=10,
+    )
+
+    assert _refresh(oidc_provider, tokens["refresh_token"]).status_code == 400
+
+
+def test_discovery_advertises_back_channel_logout_with_sessions(
+    oidc_provider: OIDCProvider,
+) -> None:
+    assert oidc_provider.discovery["backchannel_logout_supported"] is True
+    assert oidc_provider.discovery["backchannel_logout_session_supported"] is True
+    assert "refresh_token" in oidc_provider.discovery["grant_types_supported"]

@@ -22,6 +22,14 @@ Clients in the default test config
 ``gpupaas-short`` like ``gpupaas-test`` but ID tokens live only ``SHORT_ID_TOKEN_TTL`` s.
 Other redirect URIs: ``oidc_provider.register_client([...])`` (dynamic registration).
 
+Users
+-----
+Besides the dev users, ``paula`` (groups as full paths), ``nina`` (short names), ``stan``
+(one group as a plain string), ``abby`` (no groups claim at all), ``conny`` (only in a nested
+group named like the admin group), ``lena`` (a team's lead group) and ``mo`` (a vision member
+for tests that change a user at the provider with :meth:`OIDCProvider.set_user`; restore
+with ``reset_user``).
+
 Helper
 ------
 :func:`login_via_provider` drives the provider's login form with ``requests`` and returns
@@ -91,7 +99,20 @@ _USERS: list[dict[str, Any]] = [
         "groups": ["gpupaas-team-vision", "gpupaas-team-nlp"],
     },
     {"username": "nobody", "name": "No Body", "groups": []},
+    {"username": "paula", "name": "Paula Path", "groups": ["/ml/vision", "/gpupaas-admins"]},
+    {"username": "nina", "name": "Nina Name", "groups": ["vision", "gpupaas-admins"]},
+    {"username": "stan", "name": "Stan String", "groups": "/ml/vision"},
+    {"username": "abby", "name": "Abby Absent", "groups": None},
+    {
+        "username": "conny",
+        "name": "Conny Contractor",
+        "groups": ["/contractors/platform-admins", "/contractors/vision"],
+    },
+    {"username": "lena", "name": "Lena Lead", "groups": ["gpupaas-team-vision-leads"]},
+    {"username": "mo", "name": "Mo Mutable", "groups": ["gpupaas-team-vision"]},
 ]
+# The groups each user starts with, for ``OIDCProvider.reset_user``.
+INITIAL_GROUPS: dict[str, list[str] | str | None] = {u["username"]: u["groups"] for u in _USERS}
 
 
 def _test_client(client_id: str, **extra: Any) -> dict[str, Any]:
@@ -114,6 +135,7 @@ def default_test_config() -> dict[str, Any]:
         "id_token_ttl": 3600,
         "access_token_ttl": 3600,
         "dynamic_registration": True,
+        "control_api": True,
         "clients": [
             _test_client(TEST_CLIENT_ID),
             _test_client(OTHER_CLIENT_ID),
@@ -148,7 +170,7 @@ class OIDCUser:
     sub: str
     email: str
     name: str
-    groups: list[str]
+    groups: list[str] | str | None
 
 
 class OIDCLoginError(AssertionError):
@@ -250,8 +272,10 @@ class OIDCProvider:
         post_logout_redirect_uris: list[str] | None = None,
         token_endpoint_auth_method: str = DEFAULT_AUTH_METHOD,
         timeout: float = 10.0,
+        **extra: Any,
     ) -> OIDCClient:
-        """Register a one-off client (random id and secret) for exact redirect URIs."""
+        """Register a one-off client (random id and secret) for exact redirect URIs; ``extra``
+        is more client metadata (``backchannel_logout_uri``, ``grant_types``, …)."""
         if self.registration_endpoint is None:
             raise RuntimeError("dynamic registration is off in this provider's config")
         metadata: dict[str, Any] = {
@@ -259,6 +283,7 @@ class OIDCProvider:
             "response_types": ["code"],
             "grant_types": ["authorization_code"],
             "token_endpoint_auth_method": token_endpoint_auth_method,
+            **extra,
         }
         if post_logout_redirect_uris:
             metadata["post_logout_redirect_uris"] = post_logout_redirect_uris
@@ -274,6 +299,20 @@ class OIDCProvider:
         )
         self.clients[client.client_id] = client
         return client
+
+    def set_user(
+        self, username: str, *, timeout: float = 10.0, **change: list[str] | str | bool | None
+    ) -> None:
+        """Change a user while the provider runs: ``groups=`` (a list, a string, or None for no
+        claim) and ``disabled=``. Needs ``control_api`` in the config."""
+        response = requests.post(
+            f"{self.issuer}/_control/users/{username}", json=change, timeout=timeout
+        )
+        response.raise_for_status()
+
+    def reset_user(self, username: str) -> None:
+        """Back to the groups of the test config, enabled."""
+        self.set_user(username, groups=INITIAL_GROUPS.get(username, []), disabled=False)
 
     def django_settings(self, client_id: str = TEST_CLIENT_ID) -> dict[str, Any]:
         """Settings for mozilla-django-oidc pointing at this provider (for ``override_settings``
@@ -539,7 +578,7 @@ def _wait_until_ready(
             sub=str(entry.get("sub", entry["username"])),
             email=entry.get("email", ""),
             name=entry.get("name", entry["username"]),
-            groups=list(entry.get("groups", [])),
+            groups=entry.get("groups", []),
         )
         for entry in config["users"]
     }

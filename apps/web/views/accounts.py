@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Team, User
+from apps.accounts.oidc import logout_endpoint
 from apps.accounts.selectors import (
     is_team_lead,
     memberships_of,
@@ -84,10 +85,9 @@ def logout_view(request: HttpRequest) -> HttpResponse:
     if isinstance(user, User):
         audit_record(actor=user, action="auth.logout", obj=user, source_ip=client_ip(request))
     logout(request)
-    if settings.OIDC_ENABLED and settings.OIDC_OP_LOGOUT_ENDPOINT:
-        return render(
-            request, "accounts/logged_out.html", {"op_logout": settings.OIDC_OP_LOGOUT_ENDPOINT}
-        )
+    op_logout = logout_endpoint() if settings.OIDC_ENABLED else ""
+    if op_logout:
+        return render(request, "accounts/logged_out.html", {"op_logout": op_logout})
     return redirect("accounts:login")
 
 

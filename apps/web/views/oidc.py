@@ -1,27 +1,48 @@
-"""Sign-in through the company's identity provider: the two views of the code flow."""
+"""Sign-in through the company's identity provider: the two views of the code flow, and the
+provider's back-channel logout."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 from requests import RequestException
 
-from apps.accounts import core
+from apps.accounts import core, discovery
+from apps.accounts.oidc import LogoutTokenError, verify_logout_token
+from apps.accounts.services import oidc_backchannel_logout, user_session_record
+from apps.common.http import client_ip
 
 log = logging.getLogger(__name__)
+
+UNREACHABLE = "The identity provider cannot be reached right now; try again in a few minutes."
 
 
 class SignInView(OIDCAuthenticationRequestView):
     """Start the code flow, keeping ``next`` only when it is a same-site path."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        # Not the parent's __init__: it reads the authorization endpoint, which may have to be
+        # discovered, and a provider outage must give a page that says so, not a 500.
+        super(OIDCAuthenticationRequestView, self).__init__(**kwargs)
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
+
     def get(self, request: HttpRequest) -> HttpResponse:
         if not settings.OIDC_ENABLED:
             raise Http404("Single sign-on is not configured.")
+        try:
+            self.OIDC_OP_AUTH_ENDPOINT = discovery.endpoint("OIDC_OP_AUTHORIZATION_ENDPOINT")
+        except discovery.DiscoveryError as exc:
+            log.error("OIDC sign-in cannot start: %s", exc)
+            return _refused(request, UNREACHABLE, status=503)
         response = super().get(request)
         request.session["oidc_login_next"] = core.safe_next_path(request.GET.get("next"))
         return response
@@ -37,25 +58,89 @@ class CallbackView(OIDCAuthenticationCallbackView):
             return super().get(request)
         except SuspiciousOperation as exc:
             log.warning("OIDC sign-in refused: %s", exc)
-            return self._refused(request, str(exc))
+            return _refused(request, str(exc))
         except RequestException as exc:
             log.warning("OIDC provider unreachable or refused the code: %s", exc)
-            return self._refused(request, "The identity provider did not accept the sign-in.")
+            return _refused(request, "The identity provider did not accept the sign-in.")
+        except discovery.DiscoveryError as exc:
+            log.error("OIDC sign-in cannot finish: %s", exc)
+            return _refused(request, UNREACHABLE, status=503)
 
     def login_failure(self) -> HttpResponse:
-        error = self.request.GET.get("error_description") or self.request.GET.get("error")
-        return self._refused(self.request, error or "The sign-in was not completed.")
+        request = self.request
+        user = getattr(self, "user", None)
+        if user is not None and not user.is_active:
+            return _refused(
+                request,
+                "Your gpupaas account is deactivated. Ask "
+                f"{settings.PLATFORM_CONTACT} if you should have access.",
+                status=403,
+            )
+        error = request.GET.get("error")
+        description = request.GET.get("error_description")
+        if error or description:
+            # The provider's own reason: kept in the log, where whoever is asked can find it.
+            log.warning(
+                "OIDC provider returned an error on the callback: error=%r error_description=%r",
+                error,
+                description,
+            )
+        else:
+            log.warning("OIDC sign-in not completed (no code, no started flow or no user).")
+        return _refused(request, description or error or "The sign-in was not completed.")
 
     def login_success(self) -> HttpResponse:
         super().login_success()
-        target = core.safe_next_path(self.request.session.get("oidc_login_next")) or "/"
+        request = self.request
+        if request.session.session_key is None:
+            request.session.save()
+        user_session_record(
+            user=self.user,
+            session_key=str(request.session.session_key),
+            issuer=settings.OIDC_OP_ISSUER,
+            sid=str(request.session.get("oidc_sid") or ""),
+        )
+        target = core.safe_next_path(request.session.get("oidc_login_next")) or "/"
         return HttpResponseRedirect(target)
 
-    @staticmethod
-    def _refused(request: HttpRequest, reason: str) -> HttpResponse:
-        return render(
-            request,
-            "accounts/sign_in_failed.html",
-            {"reason": reason, "oidc_enabled": settings.OIDC_ENABLED},
-            status=400,
-        )
+
+def _refused(request: HttpRequest, reason: str, *, status: int = 400) -> HttpResponse:
+    return render(
+        request,
+        "accounts/sign_in_failed.html",
+        {"reason": reason, "oidc_enabled": settings.OIDC_ENABLED},
+        status=status,
+    )
+
+
+def _logout_error(status: int, error: str, description: str) -> JsonResponse:
+    return JsonResponse({"error": error, "error_description": description}, status=status)
+
+
+@csrf_exempt  # called by the provider, server to server; the signed token is the proof
+@never_cache
+@require_POST
+def backchannel_logout(request: HttpRequest) -> HttpResponse:
+    """OpenID Connect Back-Channel Logout 1.0: the provider posts a signed ``logout_token``
+    when a user signs out there (or is signed out); the portal sessions it names end."""
+    if not settings.OIDC_ENABLED:
+        raise Http404("Single sign-on is not configured.")
+    token = request.POST.get("logout_token", "")
+    if not token:
+        return _logout_error(400, "invalid_request", "logout_token is missing.")
+    try:
+        logout = verify_logout_token(token)
+    except LogoutTokenError as exc:
+        log.warning("OIDC back-channel logout refused: %s", exc)
+        return _logout_error(400, "invalid_request", str(exc))
+    except (discovery.DiscoveryError, RequestException) as exc:
+        log.error("OIDC back-channel logout cannot verify the token: %s", exc)
+        return _logout_error(503, "temporarily_unavailable", "The signing keys cannot be read.")
+    ended = oidc_backchannel_logout(logout=logout, source_ip=client_ip(request))
+    log.info(
+        "OIDC back-channel logout of subject %r sid %r: %d portal session(s) ended.",
+        logout.subject,
+        logout.sid,
+        ended,
+    )
+    return HttpResponse(status=200)
