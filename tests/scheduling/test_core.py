@@ -272,9 +272,11 @@ def test_gang_waits_saying_how_many_nodes_it_needs_and_how_many_have_room() -> N
     too_many = waiting("vision", 1000, replicas=5, wid=21)
     alone = schedule(snapshot(waiting=[too_many], nodes=nodes(H100, 4), quotas=quotas))
     assert "needs 5 nodes with 1 free H100-80GB GPU each" in alone.waiting[0].reason
-    assert "4 have them now, and H100-80GB has 4 nodes in all: ask for fewer replicas" in (
-        alone.waiting[0].reason
+    assert alone.waiting[0].reason.endswith(
+        "4 have them now, and H100-80GB has 4 nodes in all: ask for fewer replicas with more "
+        "GPUs each; nobody ahead of you."
     )
+    assert alone.waiting[0].estimated_start is None
 
 
 def test_borrowed_flag_is_cleared_once_the_workload_is_within_the_guarantee() -> None:
