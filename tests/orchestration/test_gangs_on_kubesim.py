@@ -332,3 +332,35 @@ def test_lost_replica_restarts_the_whole_gang(
         wl.STARTING,
         wl.RUNNING,
     ]
+
+
+def test_failing_gang_spends_its_retries_on_whole_restarts_then_fails(
+    team: Team, cluster: Cluster, api: k8s.ApiClient, settings: Any
+) -> None:
+    settings.SCHEDULING_PREEMPTION_GRACE_SECONDS = 0
+    workload = submit(team, Shape("H100-80GB", 2, 1), retries=1)
+    failing = {"kubesim.io/run-duration": "1s", "kubesim.io/exit-code": "3"}
+    Workload.objects.filter(pk=workload.pk).update(params={"pod_annotations": failing})
+
+    def ended() -> str | None:
+        services.status_sync_pass(cluster=cluster)
+        workload.refresh_from_db()
+        return workload.state if workload.state in (wl.PREEMPTED, wl.FAILED) else None
+
+    scheduling_cycle_run()
+    services.workload_reconcile(workload_id=workload.pk)
+    assert wait_for(ended, timeout=30) == wl.PREEMPTED
+    assert workload.last_reason.startswith("Retry 1 of 1: replica ")
+    assert "failed: container main exited with code 3 (Error). The gang restarts whole" in (
+        workload.last_reason
+    )
+    wait_for(lambda: not pods_of(api, workload), timeout=20)
+    scheduling_cycle_run()  # requeued
+    scheduling_cycle_run()  # admitted again, whole
+    workload.refresh_from_db()
+    assert workload.state == wl.ADMITTED, workload.last_reason
+    services.workload_reconcile(workload_id=workload.pk)
+    assert wait_for(ended, timeout=30) == wl.FAILED
+    assert workload.last_reason.startswith("failed: replica ")
+    assert workload.last_reason.endswith("failed: container main exited with code 3 (Error)")
+    wait_for(lambda: not pods_of(api, workload), timeout=20)
