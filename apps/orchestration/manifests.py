@@ -320,35 +320,40 @@ def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
     return [{"name": k, "value": str(v)} for k, v in sorted(values.items())]
 
 
+class ManifestError(ValueError):
+    """A workload whose objects cannot state what the scheduler decided (e.g. a gang placed
+    on fewer nodes than it has replicas)."""
+
+
+def is_gang(spec: WorkloadSpec) -> bool:
+    """A multi-node training job: one pod per replica, each on its own node, all together."""
+    return spec.kind == wl.KIND_TRAINING and spec.replicas > 1
+
+
 def _affinity(spec: WorkloadSpec, nodes: Sequence[str]) -> dict[str, Any]:
+    """The pod may land only on a node the scheduler chose, and a gang's pods on distinct ones.
+
+    One node selector term per chosen node (terms are ORed; a ``metadata.name`` field
+    selector takes exactly one value). With the gang's required anti-affinity on hostname,
+    the cluster's scheduler has exactly one assignment: one replica on each chosen node.
+    """
+
+    def product() -> list[dict[str, Any]]:
+        return [{"key": "nvidia.com/gpu.product", "operator": "In", "values": [spec.gpu_product]}]
+
     terms: list[dict[str, Any]] = [
-        {"key": "nvidia.com/gpu.product", "operator": "In", "values": [spec.gpu_product]}
-    ]
+        {
+            "matchExpressions": product(),
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}],
+        }
+        for node in sorted(set(nodes))
+    ] or [{"matchExpressions": product()}]
     affinity: dict[str, Any] = {
         "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": terms,
-                        **(
-                            {
-                                "matchFields": [
-                                    {
-                                        "key": "metadata.name",
-                                        "operator": "In",
-                                        "values": sorted(set(nodes)),
-                                    }
-                                ]
-                            }
-                            if nodes
-                            else {}
-                        ),
-                    }
-                ]
-            }
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
         }
     }
-    if spec.replicas > 1 and spec.kind == wl.KIND_TRAINING:
+    if is_gang(spec):
         # One replica per node, as the scheduler placed them.
         affinity["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -427,16 +432,28 @@ def _job(
     completions: int = 1,
     indexed: bool = False,
 ) -> Manifest:
+    if is_gang(spec):
+        # A gang lives and dies whole: a replica that fails or is disrupted fails the Job at
+        # once, so its peers stop instead of waiting on a rendezvous that never completes
+        # (the Job would replace that one pod alone). The platform then restarts the whole
+        # gang (status.py): back in the queue, admitted again together; retries count there.
+        backoff_limit = 0
+        rules: list[dict[str, Any]] = [
+            {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]},
+            },
+        ]
+    else:
+        # A preempted or evicted pod is the platform's doing, not the job's failure.
+        backoff_limit = spec.retries
+        rules = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
     job_spec: dict[str, Any] = {
-        "backoffLimit": spec.retries,
+        "backoffLimit": backoff_limit,
         "completions": completions,
         "parallelism": completions,
-        # A preempted or evicted pod is the platform's doing, not the job's failure.
-        "podFailurePolicy": {
-            "rules": [
-                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
-            ]
-        },
+        "podFailurePolicy": {"rules": rules},
         "template": {
             "metadata": {"labels": labels, **({"annotations": annotations} if annotations else {})},
             "spec": pod_spec,
@@ -464,25 +481,29 @@ def training_manifests(spec: WorkloadSpec) -> list[Manifest]:
     if spec.replicas == 1:
         pod = _pod_spec(spec, _container(spec, "main", env), spec.placement, restart_policy="Never")
         return [_job(spec, name, labels, pod, annotations)]
-    env.update(
-        {
-            "MASTER_ADDR": f"{name}-0.{name}",
-            "MASTER_PORT": str(RENDEZVOUS_PORT),
-            "NNODES": str(spec.replicas),
-            "NPROC_PER_NODE": str(spec.gpus_per_replica),
-            "WORLD_SIZE": str(spec.replicas * spec.gpus_per_replica),
-        }
-    )
+    nodes = {p.node for p in spec.placement}
+    if spec.placement and len(nodes) < spec.replicas:
+        raise ManifestError(
+            f"{spec.replicas} replicas must run on {spec.replicas} different nodes, but the "
+            f"placement names {len(nodes)} ({', '.join(sorted(nodes))})."
+        )
+    # torchrun-style rendezvous: pod 0 of the Indexed Job is the master, reached by its
+    # stable name <job>-0 under the headless Service that is the pods' subdomain. PET_* are
+    # the same values under the names torchrun reads for its own options.
+    rendezvous = {
+        "MASTER_ADDR": f"{name}-0.{name}",
+        "MASTER_PORT": str(RENDEZVOUS_PORT),
+        "NNODES": str(spec.replicas),
+        "NPROC_PER_NODE": str(spec.gpus_per_replica),
+    }
+    env.update(rendezvous)
+    env.update({f"PET_{k}": v for k, v in rendezvous.items()})
+    env["WORLD_SIZE"] = str(spec.replicas * spec.gpus_per_replica)
     container = _container(spec, "main", env)
-    container["env"].append(
-        {
-            "name": "NODE_RANK",
-            "valueFrom": {
-                "fieldRef": {
-                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-                }
-            },
-        }
+    index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    container["env"].extend(
+        {"name": rank, "valueFrom": {"fieldRef": {"fieldPath": index}}}
+        for rank in ("NODE_RANK", "PET_NODE_RANK")
     )
     container["ports"] = [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}]
     pod = _pod_spec(spec, container, spec.placement, restart_policy="Never", subdomain=name)

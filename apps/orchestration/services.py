@@ -266,7 +266,7 @@ def workload_reconcile(*, workload_id: int) -> str:
         if workload.state in LIVE_STATES:
             try:
                 applied = _ensure_objects(kube, workload)
-            except (ResourceMappingError, ClusterRefused) as exc:
+            except (ResourceMappingError, m.ManifestError, ClusterRefused) as exc:
                 # A record the API server rejects (or a foreign object in the way) fails this
                 # workload with the server's words; it never blocks the others.
                 workload_transition(
@@ -391,6 +391,19 @@ def observe(
 ) -> st.Observation:
     if workload.kind == wl.KIND_NOTEBOOK:
         return st.observe_notebook(pods=pods)
+    if workload.kind == wl.KIND_TRAINING and workload.replicas > 1:
+        # Retries of a gang are whole restarts through the queue; the events remember them.
+        used = workload.events.filter(
+            to_state=wl.PREEMPTED, reason__startswith=st.GANG_RETRY_PREFIX
+        ).count()
+        return st.observe_gang(
+            jobs=jobs,
+            pods=pods,
+            replicas=workload.replicas,
+            retries=workload.retries,
+            retries_used=used,
+            requeue=workload.requeue_on_preemption,
+        )
     expected = 1
     if workload.kind == wl.KIND_SWEEP:
         expected = len(m.sweep_points(workload_spec(workload).sweep_grid)) or 1
@@ -421,6 +434,8 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
                 extra["started_at"] = seen.started_at
             if seen.finished_at:
                 extra["finished_at"] = seen.finished_at
+            if seen.state == wl.PREEMPTED:
+                extra["preempted_at"] = timezone.now()  # the requeue grace counts from here
             try:
                 moved = workload_transition(
                     workload=workload,

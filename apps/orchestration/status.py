@@ -153,3 +153,141 @@ def _observe_pods(pods: Sequence[Mapping[str, Any]], *, need_ready: bool = False
     if not pods:
         return Observation(None, "waiting for Kubernetes to create the pods")
     return Observation(None, "starting: pulling the image and starting the containers")
+
+
+# --- gangs (multi-node training jobs) -----------------------------------------------------------
+
+# Reasons of the restarts that spend one of the user's retries start with this (counted by
+# the caller from the workload's events, so a retry survives the Job being recreated).
+GANG_RETRY_PREFIX = "Retry "
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _owned_by(pods: Sequence[Mapping[str, Any]], jobs: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The pods of these Jobs only: pods of an earlier incarnation of the gang (a Job deleted
+    for a restart, its pods not yet collected) say nothing about the current one."""
+    uids = {_meta(j).get("uid") for j in jobs} - {None}
+    if not uids:
+        return list(pods)
+    return [
+        p
+        for p in pods
+        if any(ref.get("uid") in uids for ref in _meta(p).get("ownerReferences") or [])
+    ]
+
+
+def _replica(pod: Mapping[str, Any]) -> str:
+    index = (_meta(pod).get("labels") or {}).get("batch.kubernetes.io/job-completion-index")
+    name = _meta(pod).get("name") or "?"
+    return f"replica {index} (pod {name})" if index is not None else f"pod {name}"
+
+
+def _exit_failure(pod: Mapping[str, Any]) -> str | None:
+    """The replica's own failure: its container exited non-zero, nobody deleted or evicted it."""
+    if _meta(pod).get("deletionTimestamp") or _condition(pod, "DisruptionTarget"):
+        return None
+    if (pod.get("status") or {}).get("phase") != "Failed":
+        return None
+    return _terminated_reason([pod])
+
+
+def _loss(pod: Mapping[str, Any]) -> str | None:
+    """Why a replica's pod is gone or going although its program did not fail, or None."""
+    status = pod.get("status") or {}
+    disrupted = _disrupted([pod])
+    if disrupted:
+        return disrupted
+    if _meta(pod).get("deletionTimestamp") and status.get("phase") != "Succeeded":
+        return "deleted"
+    if status.get("phase") == "Failed" and _terminated_reason([pod]) is None:
+        return f"failed without exiting ({status.get('reason') or 'unknown reason'})"
+    return None
+
+
+def observe_gang(
+    *,
+    jobs: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    replicas: int,
+    retries: int = 0,
+    retries_used: int = 0,
+    requeue: bool = True,
+) -> Observation:
+    """A multi-node training job: one Indexed Job whose pods live and die together.
+
+    Running only once every replica runs. One replica lost (deleted, evicted, preempted, its
+    node gone) restarts the whole gang: the workload goes back to the queue (preempted, then
+    requeued after the grace period) and is admitted again with all replicas, on nodes that
+    have room then. One replica failing on its own spends a retry the same way, or fails
+    the workload when none is left. The Job fails at once in both cases (its pod failure
+    policy), so no replica waits on a rendezvous that cannot complete.
+    """
+    pods = _owned_by(pods, jobs)
+    ended = None
+    for job in jobs:
+        ended = _condition(job, "Failed") or _condition(job, "FailureTarget") or ended
+    if ended is not None and ended.get("reason") == "DeadlineExceeded":
+        finished = _as_dt(ended.get("lastTransitionTime"))
+        return Observation(wl.EXPIRED, "max runtime reached (DeadlineExceeded)", None, finished)
+    if jobs and all(_condition(j, "Complete") is not None for j in jobs):
+        finished = max(
+            (t for t in (_as_dt((j.get("status") or {}).get("completionTime")) for j in jobs) if t),
+            default=None,
+        )
+        return Observation(wl.SUCCEEDED, "completed", _pod_started(pods), finished)
+    fatal = _fatal_waiting(pods)
+    if fatal:
+        return Observation(wl.FAILED, fatal)
+    failure = next(
+        (f"{_replica(p)} failed: {why}" for p in pods if (why := _exit_failure(p))), None
+    )
+    lost = next((f"{_replica(p)} was lost: {why}" for p in pods if (why := _loss(p))), None)
+    if failure is None and lost is None and ended is not None:
+        message = str(ended.get("message") or ended.get("reason") or "the Job failed")
+        if ended.get("reason") == "PodFailurePolicy" and "exit code" in message:
+            failure = f"a replica failed: {message}"
+        else:
+            lost = f"a replica was lost: {message}"
+    if failure is not None:
+        if retries_used < retries and requeue:
+            return Observation(
+                wl.PREEMPTED,
+                f"{GANG_RETRY_PREFIX}{retries_used + 1} of {retries}: {failure}. The gang "
+                f"restarts whole: back in the queue, then admitted again with all {replicas} "
+                "replicas together.",
+            )
+        return Observation(wl.FAILED, f"failed: {failure}")
+    if lost is not None:
+        then = (
+            f"back in the queue, then admitted again with all {replicas} replicas together."
+            if requeue
+            else "you chose not to requeue it; resubmit when you are ready."
+        )
+        return Observation(wl.PREEMPTED, f"{lost}. The gang restarts whole: {then}")
+    running = [
+        p
+        for p in pods
+        if (p.get("status") or {}).get("phase") == "Running"
+        and not _meta(p).get("deletionTimestamp")
+    ]
+    done = [p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"]
+    if running and len(running) + len(done) >= replicas:
+        times = [_as_dt((p.get("status") or {}).get("startTime")) for p in running]
+        known = [t for t in times if t is not None]
+        reason = f"running: all {replicas} replicas"
+        if done:
+            reason = f"running: {len(running)} of {replicas} replicas; the others have finished"
+        # The gang runs from the moment its last replica does.
+        return Observation(wl.RUNNING, reason, max(known) if known else None)
+    unschedulable = _unschedulable(pods)
+    if unschedulable:
+        return Observation(None, unschedulable)
+    if not pods:
+        return Observation(None, "waiting for Kubernetes to create the pods")
+    return Observation(
+        None,
+        f"starting: {len(running)} of {replicas} replicas running; the gang runs when all do",
+    )

@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING
 
 from apps.catalog import core as catalog_core
 from apps.quotas.core import format_milli
-from apps.scheduling.data import BATCH, GpuClassSpec, Policy, Quota, RunningWorkload, Waiting
+from apps.scheduling.data import (
+    BATCH,
+    GpuClassSpec,
+    Policy,
+    Quota,
+    RunningWorkload,
+    Waiting,
+    WaitingWorkload,
+)
+from apps.scheduling.placement import fitting_nodes
 from apps.scheduling.units import DemandError, replica_demand
 
 if TYPE_CHECKING:
@@ -122,12 +131,16 @@ def waiting_details(
         else:
             shape = _shape(w.gpu_milli, w.replicas)
             ahead = "nobody" if b.ahead == 0 else f"{b.ahead}"
-            reason = f"No {c} capacity free for {shape}; {ahead} ahead of you."
-            class_ends = ends(c, by_class[c])
-            need = ahead_demand[c] + amount - free_now.get(c, 0)
-            at = class_ends.when(need)
-            unknown = at is None
-            ahead_demand[c] += amount
+            gang, too_few_nodes = (
+                _gang_room(w, pools.get(c, ()), classes.get(c)) if w.replicas > 1 else ("", False)
+            )
+            reason = f"No {c} capacity free for {shape}{gang}; {ahead} ahead of you."
+            if not too_few_nodes:  # else no amount of freed GPUs starts it: no estimate
+                class_ends = ends(c, by_class[c])
+                need = ahead_demand[c] + amount - free_now.get(c, 0)
+                at = class_ends.when(need)
+                unknown = at is None
+                ahead_demand[c] += amount
         if unknown and b.kind != "class":
             reason += " No estimate yet: the work it waits for has no maximum runtime."
         estimated = None if at is None else datetime.fromtimestamp(max(at, base), tz=now.tzinfo)
@@ -135,6 +148,38 @@ def waiting_details(
             advice = advisor.advise(b)
         out.append(Waiting(w.id, b.position, reason, estimated, advice))
     return out
+
+
+def _gang_room(
+    w: WaitingWorkload, pools: Sequence[Pool], gpu_class: GpuClassSpec | None
+) -> tuple[str, bool]:
+    """Why a gang does not fit, in nodes: it needs one node per replica, each with room for a
+    replica, in one cluster ("needs 4 nodes with 2 free H100-80GB GPUs each; 3 have them").
+    Also whether no cluster has that many nodes of the class at all."""
+    if gpu_class is None:
+        return "", False
+    try:
+        demand = replica_demand(
+            gpu_class, w.gpu_milli, cpu_milli=w.cpu_milli, memory_mib=w.memory_mib
+        )
+    except DemandError:
+        return "", False
+    have = max((len(fitting_nodes(p, demand, w.replicas)) for p in pools), default=0)
+    if demand.mig_profile:
+        each = f"a free {demand.mig_profile} instance of {gpu_class.name}"
+    else:
+        each = f"{demand.gpus} free {gpu_class.name} GPU{'s' if demand.gpus != 1 else ''}"
+    text = (
+        f": it needs {w.replicas} nodes with {each} each (one replica per node, in one "
+        f"cluster); {have} {'has' if have == 1 else 'have'} them now"
+    )
+    nodes = max((p.node_count() for p in pools), default=0)
+    if nodes < w.replicas:
+        text += (
+            f", and {gpu_class.name} has {nodes} node{'s' if nodes != 1 else ''} in all: "
+            "ask for fewer replicas with more GPUs each"
+        )
+    return text, nodes < w.replicas
 
 
 def _shape(gpu_milli: int, replicas: int) -> str:

@@ -12,7 +12,9 @@ placements. Rules (DESIGN.md, issue "Scheduling"):
   wins, then the first by name. On the Alibaba trace this beats both pure FGD and pure
   best fit (bench/README.md);
 - a whole or multi-GPU replica takes fully free GPUs of one node;
-- a gang (several replicas) is placed whole in one pool or not at all;
+- a gang (several replicas, a multi-node job) is placed whole in one pool or not at all,
+  each replica on a different node: the manifests demand one replica per node, so a
+  placement that stacks replicas on one node could never run;
 - MIG requests take a free instance of their profile (fullest GPU first), and
   time-sliced requests take free replica slots of one GPU.
 
@@ -51,6 +53,12 @@ class Pool(Protocol):
 
     def place(self, demand: Demand) -> ReplicaPlacement | None: ...
 
+    def choice_node(self, choice: Choice) -> str: ...
+
+    def exclude(self, node: str) -> None: ...
+
+    def include(self, node: str) -> None: ...
+
     def take(self, replica: ReplicaPlacement, cpu_milli: int, memory_mib: int) -> None: ...
 
     def release(self, replica: ReplicaPlacement, cpu_milli: int, memory_mib: int) -> None: ...
@@ -60,6 +68,8 @@ class Pool(Protocol):
     def capacity_milli(self) -> int: ...
 
     def max_gpus_per_node(self) -> int: ...
+
+    def node_count(self) -> int: ...
 
 
 class _Node:
@@ -127,17 +137,25 @@ class GpuPool:
         self._units_norm = 0.5 / max(1, self.cap * max([len(n.gpus) for n in self.nodes] or [1]))
         self.groups: dict[tuple[int, tuple[int, ...]], _Group] = {}
         self._failed: dict[tuple[int, int, int, int], int] = {}
+        # Nodes set aside while a gang is placed (one replica per node): out of every group.
+        self._excluded: set[int] = set()
         for node in self.nodes:
             self._regroup(node)
 
     # --- bookkeeping -------------------------------------------------------------------
-    def _regroup(self, node: _Node) -> None:
+    def _ungroup(self, node: _Node) -> None:
         old = node.group
         if old is not None:
             old.members.remove(node.idx)
             old.cache.clear()
             if not old.members:
                 del self.groups[old.key]
+        node.group = None
+
+    def _regroup(self, node: _Node) -> None:
+        self._ungroup(node)
+        if node.idx in self._excluded:
+            return
         key = (self.model.level(node.cpu), tuple(sorted(node.gpus)))
         group = self.groups.get(key)
         if group is None:
@@ -156,6 +174,9 @@ class GpuPool:
 
     def max_gpus_per_node(self) -> int:
         return self._max_gpus
+
+    def node_count(self) -> int:
+        return len(self.nodes)
 
     # --- scoring -----------------------------------------------------------------------
     def _score(self, group: _Group, demand: Demand) -> Found | None:
@@ -231,8 +252,10 @@ class GpuPool:
             if best is None or found[0] < best[0]:
                 best = found
         if best is None:
-            # Capacity only shrinks until something is released: remember the failure.
-            self._failed[dkey] = self.epoch
+            # Capacity only shrinks until something is released: remember the failure
+            # (not one seen with nodes set aside, which may hold the demand).
+            if not self._excluded:
+                self._failed[dkey] = self.epoch
             return None
         node = self.nodes[best[1]]
         return best[0], node.idx, self._pick_gpus(node, demand, best[2]), best[2]
@@ -244,6 +267,22 @@ class GpuPool:
             return (node.gpus.index(state),)
         full = self.cap << STATE_SHIFT
         return tuple([i for i, s in enumerate(node.gpus) if s == full][: demand.gpus])
+
+    def choice_node(self, choice: Choice) -> str:
+        return self.nodes[choice[1]].spec.name
+
+    def exclude(self, node: str) -> None:
+        """Set a node aside: ``find`` ignores it until :meth:`include`."""
+        found = self.by_name.get(node)
+        if found is not None:
+            self._excluded.add(found.idx)
+            self._ungroup(found)
+
+    def include(self, node: str) -> None:
+        found = self.by_name.get(node)
+        if found is not None and found.idx in self._excluded:
+            self._excluded.discard(found.idx)
+            self._regroup(found)
 
     # --- changes -----------------------------------------------------------------------
     def place(self, demand: Demand) -> ReplicaPlacement | None:
@@ -312,6 +351,7 @@ class MigPool:
             n.name: [[True] * len(n.mig_layout) for _ in range(n.gpu_count)] for n in self.specs
         }
         self._failed: dict[tuple[str | None, int, int], int] = {}
+        self._excluded: set[str] = set()
         # node → profile → its best free instance (score, gpu, slot), recomputed on change.
         self._best: dict[str, dict[str, tuple[tuple[int, int], int, int] | None]] = {}
         self._max_gpus = max((n.gpu_count for n in self.specs), default=0)
@@ -353,6 +393,9 @@ class MigPool:
     def max_gpus_per_node(self) -> int:
         return self._max_gpus
 
+    def node_count(self) -> int:
+        return len(self.specs)
+
     def find(self, demand: Demand) -> Choice | None:
         dkey = (demand.mig_profile, demand.cpu_milli, demand.memory_mib)
         if self._failed.get(dkey) == self.epoch:
@@ -360,6 +403,8 @@ class MigPool:
         best: tuple[tuple[int, int, int, int, int], int, int, int] | None = None
         profile = demand.mig_profile or ""
         for idx, spec in enumerate(self.specs):
+            if spec.name in self._excluded:
+                continue
             if self.cpu[spec.name] < demand.cpu_milli or self.mem[spec.name] < demand.memory_mib:
                 continue
             found = self._node_best(spec, profile)
@@ -369,9 +414,20 @@ class MigPool:
                 if best is None or score < best[0]:
                     best = (score, idx, g, slot)
         if best is None:
-            self._failed[dkey] = self.epoch
+            if not self._excluded:
+                self._failed[dkey] = self.epoch
             return None
         return tuple(float(x) for x in best[0]), best[1], (best[2],), best[3]
+
+    def choice_node(self, choice: Choice) -> str:
+        return self.specs[choice[1]].name
+
+    def exclude(self, node: str) -> None:
+        if node in self.by_name:
+            self._excluded.add(node)
+
+    def include(self, node: str) -> None:
+        self._excluded.discard(node)
 
     def place(self, demand: Demand) -> ReplicaPlacement | None:
         found = self.find(demand)
@@ -415,14 +471,33 @@ class MigPool:
         self.epoch += 1
 
 
+def fitting_nodes(pool: Pool, demand: Demand, limit: int) -> list[Choice]:
+    """Up to ``limit`` choices for one replica each, on pairwise distinct nodes, best first.
+
+    Nothing is taken: each found node is set aside so the next search looks elsewhere, and
+    all are put back before returning. Nodes are independent, so this finds ``limit``
+    choices whenever ``limit`` nodes could each hold one replica.
+    """
+    choices: list[Choice] = []
+    aside: list[str] = []
+    try:
+        while len(choices) < limit:
+            choice = pool.find(demand)
+            if choice is None:
+                break
+            choices.append(choice)
+            node = pool.choice_node(choice)
+            pool.exclude(node)
+            aside.append(node)
+    finally:
+        for node in aside:
+            pool.include(node)
+    return choices
+
+
 def place_gang(pool: Pool, demand: Demand, replicas: int) -> tuple[ReplicaPlacement, ...] | None:
-    """All replicas in ``pool``, or none: a partial gang is undone before returning."""
-    placed: list[ReplicaPlacement] = []
-    for _ in range(replicas):
-        replica = pool.place(demand)
-        if replica is None:
-            for done in reversed(placed):
-                pool.release(done, demand.cpu_milli, demand.memory_mib)
-            return None
-        placed.append(replica)
-    return tuple(placed)
+    """All replicas in ``pool``, each on a different node, or none (nothing is taken)."""
+    choices = fitting_nodes(pool, demand, replicas)
+    if len(choices) < replicas:
+        return None
+    return tuple(pool.commit(choice, demand) for choice in choices)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from apps.catalog.resources import GpuClassSpec
 from apps.orchestration import manifests as m
 from tests.catalog.test_resources import A100_HAMI, A100_MIG, H100, L40S
@@ -137,9 +139,21 @@ def test_single_replica_training_job() -> None:
     ]
 
 
+def _node_term(node: str, product: str = "NVIDIA-H100-80GB-HBM3") -> dict[str, Any]:
+    return {
+        "matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": [product]}
+        ],
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}],
+    }
+
+
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
 def test_multi_node_job_is_indexed_with_headless_service_and_rendezvous_env() -> None:
     objs = m.training_manifests(
-        spec(replicas=3, placement=tuple(m.ReplicaPlacement(f"h100-{i}") for i in range(3)))
+        spec(replicas=3, placement=tuple(m.ReplicaPlacement(f"h100-{i}") for i in (2, 0, 1)))
     )
     service, peers, job = objs
     assert service == {
@@ -153,44 +167,182 @@ def test_multi_node_job_is_indexed_with_headless_service_and_rendezvous_env() ->
             "ports": [{"name": "rendezvous", "port": 29500}],
         },
     }
-    assert peers["kind"] == "NetworkPolicy"
-    assert peers["spec"]["ingress"] == [
-        {"from": [{"podSelector": {"matchLabels": {"gpupaas.io/workload-id": "42"}}}]}
-    ]
-    assert job["spec"]["completionMode"] == "Indexed"
-    assert (job["spec"]["completions"], job["spec"]["parallelism"]) == (3, 3)
-    pod = job["spec"]["template"]["spec"]
-    assert pod["subdomain"] == "wl-42"
-    assert pod["containers"][0]["env"] == [
-        {"name": "EPOCHS", "value": "3"},
-        {"name": "MASTER_ADDR", "value": "wl-42-0.wl-42"},
-        {"name": "MASTER_PORT", "value": "29500"},
-        {"name": "NNODES", "value": "3"},
-        {"name": "NPROC_PER_NODE", "value": "2"},
-        {"name": "WORLD_SIZE", "value": "6"},
-        {
-            "name": "NODE_RANK",
-            "valueFrom": {
-                "fieldRef": {
-                    "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
-                }
+    assert peers == {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "wl-42-peers", "namespace": "team-vision", "labels": LABELS},
+        "spec": {
+            "podSelector": {"matchLabels": {"gpupaas.io/workload-id": "42"}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [
+                {"from": [{"podSelector": {"matchLabels": {"gpupaas.io/workload-id": "42"}}}]}
+            ],
+            "egress": [
+                {"to": [{"podSelector": {"matchLabels": {"gpupaas.io/workload-id": "42"}}}]}
+            ],
+        },
+    }
+    assert job == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "wl-42", "namespace": "team-vision", "labels": LABELS},
+        "spec": {
+            # The gang fails whole at once; the platform restarts it whole (retries there).
+            "backoffLimit": 0,
+            "completions": 3,
+            "parallelism": 3,
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": "main",
+                            "operator": "NotIn",
+                            "values": [0],
+                        },
+                    },
+                ]
+            },
+            "completionMode": "Indexed",
+            "activeDeadlineSeconds": 3600,
+            "template": {
+                "metadata": {"labels": LABELS},
+                "spec": {
+                    "serviceAccountName": "gpupaas-workload",
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "priorityClassName": "gpupaas-training",
+                    "terminationGracePeriodSeconds": 120,
+                    "restartPolicy": "Never",
+                    "securityContext": POD_SECURITY,
+                    # Only on the nodes the scheduler chose (one term each: a field selector
+                    # takes one value), and one replica per node.
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    _node_term("h100-0"),
+                                    _node_term("h100-1"),
+                                    _node_term("h100-2"),
+                                ]
+                            }
+                        },
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "labelSelector": {
+                                        "matchLabels": {"gpupaas.io/workload-id": "42"}
+                                    },
+                                    "topologyKey": "kubernetes.io/hostname",
+                                }
+                            ]
+                        },
+                    },
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "nvcr.io/nvidia/pytorch:24.12-py3",
+                            "imagePullPolicy": "IfNotPresent",
+                            "resources": {
+                                "requests": {
+                                    "cpu": "8000m",
+                                    "memory": "65536Mi",
+                                    "nvidia.com/gpu": "2",
+                                },
+                                "limits": {
+                                    "cpu": "8000m",
+                                    "memory": "65536Mi",
+                                    "nvidia.com/gpu": "2",
+                                },
+                            },
+                            "securityContext": CONTAINER_SECURITY,
+                            "env": [
+                                {"name": "EPOCHS", "value": "3"},
+                                # Pod 0's stable name: <job>-<index> under the headless
+                                # Service that is the pods' subdomain.
+                                {"name": "MASTER_ADDR", "value": "wl-42-0.wl-42"},
+                                {"name": "MASTER_PORT", "value": "29500"},
+                                {"name": "NNODES", "value": "3"},
+                                {"name": "NPROC_PER_NODE", "value": "2"},
+                                {"name": "PET_MASTER_ADDR", "value": "wl-42-0.wl-42"},
+                                {"name": "PET_MASTER_PORT", "value": "29500"},
+                                {"name": "PET_NNODES", "value": "3"},
+                                {"name": "PET_NPROC_PER_NODE", "value": "2"},
+                                {"name": "WORLD_SIZE", "value": "6"},
+                                {
+                                    "name": "NODE_RANK",
+                                    "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}},
+                                },
+                                {
+                                    "name": "PET_NODE_RANK",
+                                    "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}},
+                                },
+                            ],
+                            "command": ["torchrun"],
+                            "args": ["train.py"],
+                            "ports": [{"name": "rendezvous", "containerPort": 29500}],
+                        }
+                    ],
+                    "subdomain": "wl-42",
+                },
             },
         },
-    ]
-    affinity = pod["affinity"]
-    assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ][0]["matchFields"] == [
-        {"key": "metadata.name", "operator": "In", "values": ["h100-0", "h100-1", "h100-2"]}
-    ]
-    assert affinity["podAntiAffinity"] == {
-        "requiredDuringSchedulingIgnoredDuringExecution": [
-            {
-                "labelSelector": {"matchLabels": {"gpupaas.io/workload-id": "42"}},
-                "topologyKey": "kubernetes.io/hostname",
-            }
-        ]
     }
+
+
+def test_gang_placed_on_fewer_nodes_than_replicas_is_refused_not_left_unschedulable() -> None:
+    stacked = spec(replicas=2, placement=(m.ReplicaPlacement("h100-0"),) * 2)
+    with pytest.raises(m.ManifestError, match="2 replicas must run on 2 different nodes"):
+        m.training_manifests(stacked)
+
+
+def test_gang_of_a_shared_class_asks_whole_gpus_by_the_class_resource_names() -> None:
+    hami = m.training_manifests(
+        spec(
+            replicas=2,
+            gpus_per_replica=1,
+            sharing_mode="hami",
+            gpu_product="NVIDIA-A100-SXM4-80GB",
+            gpu_limits={
+                "nvidia.com/gpu": "1",
+                "nvidia.com/gpumem": "81920",
+                "nvidia.com/gpucores": "100",
+            },
+            placement=(
+                m.ReplicaPlacement("hami-0", ("GPU-aaa",)),
+                m.ReplicaPlacement("hami-1", ("GPU-bbb",)),
+            ),
+        )
+    )[-1]
+    template = hami["spec"]["template"]
+    # One template for every index: each pod finds its own node's GPU among the UUIDs.
+    assert template["metadata"]["annotations"] == {"nvidia.com/use-gpuuuid": "GPU-aaa,GPU-bbb"}
+    affinity = template["spec"]["affinity"]["nodeAffinity"]
+    assert affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        _node_term("hami-0", "NVIDIA-A100-SXM4-80GB"),
+        _node_term("hami-1", "NVIDIA-A100-SXM4-80GB"),
+    ]
+    assert template["spec"]["containers"][0]["resources"]["limits"] == {
+        "cpu": "8000m",
+        "memory": "65536Mi",
+        "nvidia.com/gpu": "1",
+        "nvidia.com/gpumem": "81920",
+        "nvidia.com/gpucores": "100",
+    }
+    timeslice = m.training_manifests(
+        spec(
+            replicas=2,
+            gpus_per_replica=1,
+            sharing_mode="timeslice",
+            gpu_product="NVIDIA-L40S",
+            gpu_limits={"nvidia.com/gpu.shared": "4"},
+            placement=(m.ReplicaPlacement("l40s-ts-0"), m.ReplicaPlacement("l40s-ts-1")),
+        )
+    )[-1]
+    container = timeslice["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu.shared"] == "4"
+    assert {"name": "WORLD_SIZE", "value": "2"} in container["env"]
 
 
 def test_sweep_is_one_batch_job_per_grid_point() -> None:

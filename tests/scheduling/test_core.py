@@ -250,6 +250,35 @@ def test_multi_node_gang_is_admitted_whole_or_waits() -> None:
     assert sorted(r.node for r in admission.placement.replicas) == ["h100-0", "h100-1"]
 
 
+def test_gang_that_fits_on_one_node_still_gets_one_node_per_replica() -> None:
+    gang = waiting("vision", 4000, replicas=2, wid=20)
+    result = schedule(snapshot(waiting=[gang], nodes=nodes(H100, 2)))
+    (admission,) = result.admissions
+    assert sorted(r.node for r in admission.placement.replicas) == ["h100-0", "h100-1"]
+    assert admission.reason.startswith("Admitted on hub: h100-0, h100-1.")
+
+
+def test_gang_waits_saying_how_many_nodes_it_needs_and_how_many_have_room() -> None:
+    held = [running("nlp", "h100-3", (0, 1, 2, 3, 4, 5, 6), milli=7000, wid=10)]
+    quotas = [quota("vision", 8000, 16000), quota("nlp", 8000, 8000)]
+    gang = waiting("vision", 2000, replicas=4, wid=20)
+    result = schedule(snapshot(running=held, waiting=[gang], nodes=nodes(H100, 4), quotas=quotas))
+    assert result.admissions == ()
+    assert result.waiting[0].reason == (
+        "No H100-80GB capacity free for 4 replicas × 2 GPU, all at once: it needs 4 nodes "
+        "with 2 free H100-80GB GPUs each (one replica per node, in one cluster); 3 have them "
+        "now; nobody ahead of you. No estimate yet: the work it waits for has no maximum runtime."
+    )
+    too_many = waiting("vision", 1000, replicas=5, wid=21)
+    alone = schedule(snapshot(waiting=[too_many], nodes=nodes(H100, 4), quotas=quotas))
+    assert "needs 5 nodes with 1 free H100-80GB GPU each" in alone.waiting[0].reason
+    assert alone.waiting[0].reason.endswith(
+        "4 have them now, and H100-80GB has 4 nodes in all: ask for fewer replicas with more "
+        "GPUs each; nobody ahead of you."
+    )
+    assert alone.waiting[0].estimated_start is None
+
+
 def test_borrowed_flag_is_cleared_once_the_workload_is_within_the_guarantee() -> None:
     held = [running("vision", "h100-0", (0, 1), milli=2000, wid=10, borrowed=True)]
     result = schedule(snapshot(running=held))

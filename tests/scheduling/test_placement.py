@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from apps.scheduling.data import ReplicaPlacement, TypicalRequest
 from apps.scheduling.fragmentation import FragModel, default_typical
 from apps.scheduling.placement import GpuPool, MigPool, place_gang
@@ -50,6 +52,32 @@ def test_gang_is_placed_whole_or_not_at_all() -> None:
     pool2.take(ReplicaPlacement("h100-1", (0,), 1000), 0, 0)
     assert place_gang(pool2, Demand(1000, 8), 2) is None
     assert pool2.gpu_free_units()["h100-0"] == [1000] * 8  # the first replica was undone
+
+
+def test_gang_replicas_that_would_fit_on_one_node_go_to_different_nodes() -> None:
+    pool = GpuPool(H100, "hub", nodes(H100, 2), FragModel(default_typical(), 1000))
+    gang = place_gang(pool, Demand(1000, 4), 2)
+    assert gang is not None and sorted(r.node for r in gang) == ["h100-0", "h100-1"]
+    assert pool.gpu_free_units() == {"h100-0": [0] * 4 + [1000] * 4, "h100-1": [0] * 4 + [1000] * 4}
+
+
+def test_gang_with_more_replicas_than_nodes_is_not_placed_and_takes_nothing() -> None:
+    pool = GpuPool(H100, "hub", nodes(H100, 2), FragModel(default_typical(), 1000))
+    assert place_gang(pool, Demand(1000, 1), 3) is None
+    assert pool.gpu_free_units() == {"h100-0": [1000] * 8, "h100-1": [1000] * 8}
+    # The nodes set aside while searching are back: a single replica still finds one.
+    assert pool.place(Demand(1000, 8)) is not None and pool.place(Demand(1000, 8)) is not None
+
+
+def test_mig_gang_takes_one_instance_on_each_of_distinct_nodes() -> None:
+    full = replace(A100_MIG, mig_profiles=("7g.80gb",))
+    fleet = tuple(replace(n, mig_layout=("7g.80gb",)) for n in nodes(full, 3, gpus=2))
+    pool = MigPool(full, "hub", fleet)
+    demand = replica_demand(full, 1000)
+    gang = place_gang(pool, demand, 3)
+    assert gang is not None and len({r.node for r in gang}) == 3
+    assert place_gang(pool, demand, 4) is None
+    assert pool.place(demand) is not None  # each node still has its second GPU
 
 
 def test_cpu_and_memory_of_the_node_bound_placement() -> None:

@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 from apps.scheduling.core import schedule
 from apps.scheduling.data import (
     CycleResult,
+    GpuClassSpec,
+    Placement,
     Policy,
+    ReplicaPlacement,
     RunningWorkload,
     Snapshot,
     WaitingWorkload,
@@ -61,7 +64,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Snapshot, Snapshot]:
         for i in range(start, start + n):
             c = rng.choice(CLASSES)
             milli = rng.choice(SHAPES[c.name])
-            replicas = rng.choice([1, 1, 2]) if milli >= 1000 else 1
+            replicas = rng.choice([1, 1, 2, 3]) if milli >= 1000 else 1
             out.append(
                 WaitingWorkload(
                     id=i,
@@ -137,8 +140,10 @@ def check_invariants(snap: Snapshot, result: CycleResult) -> None:
     for a in result.admissions:
         w = waiting[a.workload_id]
         holders.append((w.gpu_class, a.placement, w.team, w.total_milli, w.replicas))
-        # Gangs whole: every replica placed, in one cluster, whole GPUs on one node each.
+        # Gangs whole: every replica placed, in one cluster, whole GPUs on one node each,
+        # and one replica per node (the manifests demand it: pod anti-affinity on hostname).
         assert len(a.placement.replicas) == w.replicas
+        assert len({r.node for r in a.placement.replicas}) == w.replicas
         demand = replica_demand(classes[w.gpu_class], w.gpu_milli)
         assert all(len(r.gpus) == demand.gpus for r in a.placement.replicas)
     for class_name, placement, team, total, _replicas in holders:
@@ -215,8 +220,6 @@ def test_no_team_guarantee_is_taken_by_another(
         for i in range(min(8, (8 - guaranteed) + borrowed_jobs))
     )
     # Place them on GPUs 0..n-1 of the node.
-    from apps.scheduling.data import Placement, ReplicaPlacement
-
     held = tuple(
         replace(r, placement=Placement("hub", (ReplicaPlacement("h100-0", (i,), 1000),)))
         for i, r in enumerate(held)
@@ -229,3 +232,81 @@ def test_no_team_guarantee_is_taken_by_another(
     assert all(p.rule for p in result.preemptions)
     victims = {p.workload_id for p in result.preemptions}
     assert all(r.borrowed or r.team == "a" for r in held if r.id in victims)
+
+
+# --- gangs: one replica per node, whatever the shape and the sharing mode ---------------------
+
+A100_FULL_MIG = replace(A100_MIG, name="A100-MIG-7g", mig_profiles=("7g.80gb",))
+GANG_CLASSES = {  # class → GPUs per node in the generated fleet
+    H100.name: (H100, 8),
+    A100_HAMI.name: (A100_HAMI, 8),
+    L40S.name: (L40S, 4),
+    A100_FULL_MIG.name: (A100_FULL_MIG, 2),
+}
+
+
+def _held(gpu_class: GpuClassSpec, node: str, gpu: int, wid: int) -> RunningWorkload:
+    """A production workload (never preempted) holding one whole GPU of ``node``."""
+    if gpu_class.sharing_mode == "mig":
+        replica = ReplicaPlacement(node, (gpu,), 0, mig_profile="7g.80gb", mig_slot=0)
+    else:
+        replica = ReplicaPlacement(node, (gpu,), units_per_gpu(gpu_class))
+    return RunningWorkload(
+        id=wid,
+        team="ops",
+        owner="u",
+        gpu_class=gpu_class.name,
+        priority="production",
+        gpu_milli=1000,
+        replicas=1,
+        admitted_at=NOW - timedelta(hours=1),
+        placement=Placement("hub", (replica,)),
+        cpu_milli=1000,
+        memory_mib=1024,
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_admitted_gang_is_one_replica_per_node_with_room_else_it_waits_saying_how_many_nodes(
+    data: st.DataObject,
+) -> None:
+    name = data.draw(st.sampled_from(sorted(GANG_CLASSES)))
+    gpu_class, per_node = GANG_CLASSES[name]
+    fleet = tuple(
+        replace(n, mig_layout=("7g.80gb",) if gpu_class.sharing_mode == "mig" else ())
+        for n in nodes(gpu_class, data.draw(st.integers(1, 5)), gpus=per_node)
+    )
+    held_gpus = {
+        n.name: set(data.draw(st.sets(st.integers(0, per_node - 1), max_size=per_node)))
+        for n in fleet
+    }
+    held = [
+        _held(gpu_class, node, g, 100 + 10 * i + g)
+        for i, (node, gpus) in enumerate(sorted(held_gpus.items()))
+        for g in sorted(gpus)
+    ]
+    replicas = data.draw(st.integers(2, 6))
+    gpus = 1 if gpu_class.sharing_mode == "mig" else data.draw(st.integers(1, per_node))
+    gang = WaitingWorkload(1, "a", "u", name, "training", gpus * 1000, replicas, NOW, 1000, 1024)
+    quotas = (
+        quota("a", 0, 100_000, gpu_class=gpu_class),
+        quota("ops", 100_000, 100_000, gpu_class=gpu_class),
+    )
+    snap = Snapshot(NOW, (*CLASSES, A100_FULL_MIG), fleet, tuple(held), (gang,), quotas)
+    result = schedule(snap, POLICY)
+    check_invariants(snap, result)
+    room = sum(1 for n in fleet if per_node - len(held_gpus[n.name]) >= gpus)
+    if room >= replicas:
+        (admission,) = result.admissions
+        placed = admission.placement.replicas
+        assert len({r.node for r in placed}) == replicas  # pairwise distinct nodes
+        for r in placed:  # each on GPUs of its node that were free
+            assert len(r.gpus) == gpus and not set(r.gpus) & held_gpus[r.node]
+    else:
+        assert result.admissions == () and result.preemptions == ()
+        (wait,) = result.waiting
+        assert f"needs {replicas} nodes with " in wait.reason, wait.reason
+        assert f"; {room} {'has' if room == 1 else 'have'} them now" in wait.reason, wait.reason
+        if len(fleet) < replicas:
+            assert "ask for fewer replicas with more GPUs each" in wait.reason
