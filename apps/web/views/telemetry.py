@@ -18,6 +18,7 @@ from apps.accounts.models import Team, User
 from apps.accounts.selectors import teams_visible_to
 from apps.telemetry import selectors
 from apps.telemetry.prom import PrometheusUnavailable, default_client
+from apps.web.params import query_month
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workload_for_user
 from apps.workloads.services import workload_resume
@@ -171,18 +172,15 @@ def idle_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def chargeback(request: HttpRequest) -> HttpResponse:
     user = _user(request)
-    month = request.GET.get("month") or None
-    try:
-        start, end = selectors.month_bounds(month)
-    except ValueError:
-        raise Http404("Give the month as YYYY-MM.") from None
+    month, error = query_month(request)
+    start, end = selectors.month_bounds(month)
     teams = teams_visible_to(user)
     team_slug = request.GET.get("team")
     if team_slug:
         teams = teams.filter(slug=team_slug)
     rows = selectors.chargeback(teams, start, end)
-    label = f"{start:%Y-%m}"
-    if request.GET.get("format") == "csv":
+    label = f"{start.year:04d}-{start.month:02d}"
+    if request.GET.get("format") == "csv" and not error:
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="gpupaas-chargeback-{label}.csv"'
         writer = csv.writer(response)
@@ -213,7 +211,9 @@ def chargeback(request: HttpRequest) -> HttpResponse:
             "total": total,
             "teams": teams_visible_to(user),
             "team_slug": team_slug or "",
+            "error": error,
         },
+        status=400 if error else 200,
     )
 
 

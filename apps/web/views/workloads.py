@@ -42,6 +42,7 @@ from apps.web.forms.workloads import (
     TemplateSaveForm,
     WorkloadRequestForm,
 )
+from apps.web.params import path_int
 from apps.workloads import core, sizing
 from apps.workloads.models import RequestTemplate, Workload
 from apps.workloads.selectors import (
@@ -302,10 +303,13 @@ def sizing_helper(request: HttpRequest) -> HttpResponse:
 
 
 def _template(request: HttpRequest, template_id: Any) -> RequestTemplate:
+    number = path_int(template_id)
     try:
-        return request_template_for_user(_user(request), int(template_id))
-    except (RequestTemplate.DoesNotExist, ValueError):
-        raise Http404("No such template.") from None
+        if number is not None:
+            return request_template_for_user(_user(request), number)
+    except RequestTemplate.DoesNotExist:
+        pass
+    raise Http404("No such template.")
 
 
 @login_required
