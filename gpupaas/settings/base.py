@@ -332,6 +332,9 @@ SPECTACULAR_SETTINGS = {
 
 # --- metrics ---------------------------------------------------------------------------------
 PROMETHEUS_EXPORT_MIGRATIONS = False
+# /metrics answers only `Authorization: Bearer <METRICS_TOKEN>`; with no token, only callers on
+# this host (loopback). Everyone else gets 404.
+METRICS_TOKEN = env_optional_str("METRICS_TOKEN") or ""
 
 LOGGING = {
     "version": 1,
