@@ -15,9 +15,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import teams_visible_to
+from apps.accounts.selectors import sees_cluster, teams_visible_to
 from apps.telemetry import selectors
 from apps.telemetry.prom import PrometheusUnavailable, default_client
+from apps.web.access import cluster_view
 from apps.web.params import query_month
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workload_for_user
@@ -55,6 +56,7 @@ def usage_home(request: HttpRequest) -> HttpResponse:
                 end,
             ),
             "teams": teams_visible_to(user),
+            "sees_cluster": sees_cluster(user),
             "days": USAGE_DAYS,
         },
     )
@@ -83,7 +85,7 @@ def team_usage(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@login_required
+@cluster_view
 @require_GET
 def heatmap(request: HttpRequest) -> HttpResponse:
     nodes: list[selectors.HeatNode] = []

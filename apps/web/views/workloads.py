@@ -36,6 +36,7 @@ from apps.orchestration.observability import LogsUnavailable, workload_events, w
 from apps.orchestration.selectors import gpu_class_spec
 from apps.quotas.core import format_milli
 from apps.quotas.selectors import quota_bars_for_teams
+from apps.web.access import cluster_view
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
     SizingForm,
@@ -153,7 +154,7 @@ def dashboard_workloads_partial(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
+@cluster_view
 @require_GET
 def dashboard_capacity_partial(request: HttpRequest) -> HttpResponse:
     return render(
