@@ -4,9 +4,13 @@ message (status 400), never a 500."""
 
 from __future__ import annotations
 
+import re
+
 from django.http import HttpRequest
 
 from apps.common.parsing import parse_int, parse_month
+
+_SLUG = re.compile(r"[-a-zA-Z0-9_]{1,100}")
 
 
 def query_month(request: HttpRequest, name: str = "month") -> tuple[str | None, str]:
@@ -20,6 +24,17 @@ def query_month(request: HttpRequest, name: str = "month") -> tuple[str | None, 
     except ValueError as exc:
         return None, str(exc)
     return f"{first.year:04d}-{first.month:02d}", ""
+
+
+def query_slug(request: HttpRequest, name: str) -> tuple[str, str]:
+    """(a slug from the URL or "" when absent, an error message or ""). Anything that is not
+    a slug (letters, digits, - and _) cannot name an object; it gives the message, and ""."""
+    raw = request.GET.get(name) or ""
+    if not raw:
+        return "", ""
+    if not _SLUG.fullmatch(raw):
+        return "", f"There is no {name} {raw[:40]!r}."
+    return raw, ""
 
 
 def path_int(value: object, *, minimum: int = 1, maximum: int = 2**63 - 1) -> int | None:

@@ -102,3 +102,15 @@ def test_parse_month_bounds() -> None:
     for text in BAD_MONTHS:
         with pytest.raises(ValueError):
             parse_month(text)
+
+
+@pytest.mark.parametrize("team", ["a\x00b", "²", "no such/team", "x" * 300])
+def test_chargeback_page_shows_an_error_for_a_team_that_is_not_a_slug(
+    cast: Cast, team: str
+) -> None:
+    """Found by the form fuzz: a NUL in ?team= reached PostgreSQL (500)."""
+    client = Client(raise_request_exception=False)
+    client.force_login(cast.admin)
+    response = client.get("/usage/chargeback/", {"team": team})
+    assert response.status_code == 400
+    assert b'role="alert"' in response.content

@@ -19,7 +19,7 @@ from apps.accounts.selectors import sees_cluster, teams_visible_to
 from apps.telemetry import selectors
 from apps.telemetry.prom import PrometheusUnavailable, default_client
 from apps.web.access import cluster_view
-from apps.web.params import query_month
+from apps.web.params import query_month, query_slug
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workload_for_user
 from apps.workloads.services import workload_resume
@@ -174,10 +174,11 @@ def idle_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def chargeback(request: HttpRequest) -> HttpResponse:
     user = _user(request)
-    month, error = query_month(request)
+    month, month_error = query_month(request)
+    team_slug, team_error = query_slug(request, "team")
+    error = " ".join(e for e in (month_error, team_error) if e)
     start, end = selectors.month_bounds(month)
     teams = teams_visible_to(user)
-    team_slug = request.GET.get("team")
     if team_slug:
         teams = teams.filter(slug=team_slug)
     rows = selectors.chargeback(teams, start, end)
