@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.api.schema import CachedSchemaView, DocsView
 from apps.web.views import health, oidc
 
 admin.site.site_header = "gpupaas administration"
@@ -14,13 +14,13 @@ urlpatterns = [
     path("", include("apps.web.urls.portal")),
     path("accounts/", include("apps.web.urls.accounts")),
     path("api/v1/", include("apps.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/schema/", CachedSchemaView.as_view(), name="api-schema"),
+    path("api/docs/", DocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("usage/", include("apps.web.urls.telemetry")),
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("", include("django_prometheus.urls")),
+    path("metrics", health.metrics, name="prometheus-django-metrics"),
 ]
 
 # Mounted always; the views refuse to start a flow when OIDC is not configured.

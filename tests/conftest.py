@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.plugins.kubesim",
     "tests.plugins.prometheus",
     "tests.plugins.browser",
+    "tests.plugins.fuzz",
 ]

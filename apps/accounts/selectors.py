@@ -45,6 +45,12 @@ def team_ids_of(user: User) -> list[int]:
     )
 
 
+def sees_cluster(user: User) -> bool:
+    """Whether the user may see cluster-wide views (the heat map of every GPU, free capacity):
+    platform admins and members of at least one team; not someone who belongs to no team."""
+    return bool(user.is_staff) or Membership.objects.filter(user=user).exists()
+
+
 def memberships_of(user: User) -> QuerySet[Membership]:
     return Membership.objects.filter(user=user).select_related("team").order_by("team__name")
 

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from apps.api.params import page_number
 from apps.common.http import client_ip
 from apps.common.ratelimit import rate_limiter
 from apps.orchestration.errors import ClusterError, cluster_error_answer
@@ -160,14 +161,20 @@ class PagePagination(PageNumberPagination):
         self.page_size = settings.API_PAGE_SIZE
         self.max_page_size = settings.API_MAX_PAGE_SIZE
 
+    def get_page_number(self, request: Request, paginator: Any) -> int | str:
+        """The page asked for: a number (ASCII digits, 1 … MAX_PAGE) or "last"; anything else
+        is a 400 naming ``page``."""
+        number = page_number(request, self.page_query_param)
+        return paginator.num_pages if number in self.last_page_strings else number
+
     def requested_slice(self, request: Request) -> tuple[int, int] | None:
-        """(offset, limit) of the page asked for, when it is given as a plain number (or not
-        at all); None for anything the paginator must resolve itself ("last", nonsense)."""
-        raw = request.query_params.get(self.page_query_param) or "1"
-        if not raw.isdigit() or int(raw) < 1:
+        """(offset, limit) of the page asked for, when it is given as a number (or not at
+        all); None for "last", which the paginator must resolve itself."""
+        number = page_number(request, self.page_query_param)
+        if isinstance(number, str):
             return None
         size = self.get_page_size(request) or settings.API_PAGE_SIZE
-        return (int(raw) - 1) * size, size
+        return (number - 1) * size, size
 
 
 # --- OpenAPI ---------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -11,6 +12,8 @@ from django.conf import settings
 from django.db import connection
 
 from apps.common import taskqueue
+
+log = logging.getLogger(__name__)
 
 HEARTBEAT_KEY = "gpupaas:heartbeat:worker"
 
@@ -22,13 +25,21 @@ class Check:
     detail: str
 
 
+def _failed(name: str, exc: Exception) -> Check:
+    """A failed check. The detail is the kind of error only: drivers put the server's host and
+    port in their messages, and the detail is shown to admins and local callers; the whole
+    message goes to the log."""
+    log.warning("readiness check %s failed: %s: %s", name, type(exc).__name__, exc)
+    return Check(name, False, f"{type(exc).__name__} (see the portal's log)")
+
+
 def check_database() -> Check:
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
             cursor.fetchone()
     except Exception as exc:
-        return Check("database", False, f"{type(exc).__name__}: {exc}".strip()[:300])
+        return _failed("database", exc)
     return Check("database", True, connection.vendor)
 
 
@@ -40,7 +51,7 @@ def check_redis() -> Check:
     try:
         _redis().ping()
     except Exception as exc:
-        return Check("redis", False, f"{type(exc).__name__}: {exc}"[:300])
+        return _failed("redis", exc)
     return Check("redis", True, "ping ok")
 
 

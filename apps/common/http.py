@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+import ipaddress
+
 from django.conf import settings
 from django.http import HttpRequest
 
 
 def client_ip(request: HttpRequest) -> str | None:
-    """The caller's address. X-Forwarded-For is trusted only behind a configured proxy count."""
+    """The caller's address.
+
+    With ``TRUSTED_PROXY_COUNT=N`` (N > 0) every request is taken to pass through N proxies,
+    each appending the address it received the request from to ``X-Forwarded-For``; the
+    N-th entry from the right is then the address the outermost trusted proxy saw, and
+    anything the client wrote itself stands to the left of it and is never read. With N = 0
+    the header is ignored and the TCP peer (``REMOTE_ADDR``) is the caller. A header with
+    fewer than N entries did not come through the proxies: the TCP peer is used.
+    """
     hops = settings.TRUSTED_PROXY_COUNT
     if hops > 0:
         forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
@@ -13,3 +23,22 @@ def client_ip(request: HttpRequest) -> str | None:
         if len(parts) >= hops:
             return parts[-hops]
     return request.META.get("REMOTE_ADDR") or None
+
+
+def _loopback(address: str | None) -> bool:
+    if not address:
+        return False
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1 from a dual-stack socket
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def is_loopback(request: HttpRequest) -> bool:
+    """The request comes from this host: the TCP peer is a loopback address and so is the
+    caller that the trusted proxies name (``client_ip``). Both must hold, so neither a proxy
+    on this host (peer 127.0.0.1, caller elsewhere) nor a spoofed ``X-Forwarded-For`` sent
+    straight to the port (caller "127.0.0.1", peer elsewhere) passes."""
+    return _loopback(request.META.get("REMOTE_ADDR")) and _loopback(client_ip(request))

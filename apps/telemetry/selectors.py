@@ -15,6 +15,7 @@ from django.db.models import F, QuerySet, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
+from apps.common.parsing import parse_month
 from apps.telemetry import core
 from apps.telemetry.models import IdleNotice, UsageDay, WorkloadUsage
 from apps.telemetry.prom import PrometheusClient
@@ -24,13 +25,10 @@ from apps.workloads.selectors import workloads_visible_to
 
 
 def month_bounds(month: str | None, today: date | None = None) -> tuple[date, date]:
-    """[first day, first day of next month) of ``YYYY-MM`` (default: this month)."""
+    """[first day, first day of next month) of ``YYYY-MM`` (default: this month). Raises
+    ValueError, with a message for people, for anything else (``parse_month``)."""
     today = today or timezone.now().date()
-    if month:
-        year, number = (int(x) for x in month.split("-", 1))
-        first = date(year, number, 1)
-    else:
-        first = today.replace(day=1)
+    first = parse_month(month) if month else today.replace(day=1)
     following = (first + timedelta(days=32)).replace(day=1)
     return first, following
 

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "mozilla_django_oidc",
     "django_prometheus",
+    "csp",
     "apps.accounts",
     "apps.audit",
     "apps.catalog",
@@ -57,6 +58,7 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "apps.api.middleware.ApiBodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -157,6 +159,26 @@ CSRF_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy (django-csp) on every response: scripts, styles, fonts and requests
+# only from the portal itself; no inline scripts, styles or event handlers anywhere in
+# templates/ and static/ (charts start from data attributes, bars are SVG); images also as
+# data: URLs (Swagger UI's icons); no plugins, no <base>, forms post only here, and no page
+# may frame the portal. Pages that need more say so per view (csp_update).
+CONTENT_SECURITY_POLICY: dict[str, Any] = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 # --- Redis and Celery ------------------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -353,6 +375,9 @@ SPECTACULAR_SETTINGS = {
 
 # --- metrics ---------------------------------------------------------------------------------
 PROMETHEUS_EXPORT_MIGRATIONS = False
+# /metrics answers only `Authorization: Bearer <METRICS_TOKEN>`; with no token, only callers on
+# this host (loopback). Everyone else gets 404.
+METRICS_TOKEN = env_optional_str("METRICS_TOKEN") or ""
 
 LOGGING = {
     "version": 1,

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from django.db import close_old_connections, connection
+from django.test import Client
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -227,6 +228,35 @@ def new_page(
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.js_errors = errors
+        return page
+
+    return make
+
+
+@pytest.fixture
+def signed_in(
+    transactional_db: None,
+    live_server: Any,
+    browser_context_factory: Callable[..., Any],
+) -> Callable[..., Any]:
+    """A page signed in as ``user`` (by session cookie: sign-in itself is tested elsewhere),
+    against the live server without a cluster (pages that only read the database)."""
+
+    def make(user: Any, viewport: tuple[int, int] = (1280, 800)) -> Any:
+        client = Client()
+        client.force_login(user)
+        context = browser_context_factory(viewport=viewport)
+        context.add_cookies(
+            [
+                {
+                    "name": "sessionid",
+                    "value": client.cookies["sessionid"].value,
+                    "url": live_server.url,
+                }
+            ]
+        )
+        page = context.new_page()
+        page.base_url = live_server.url
         return page
 
     return make

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import Client
 from playwright.sync_api import expect
 
 from apps.workloads import core
@@ -22,35 +21,6 @@ UNLABELLED_FIELDS = """() => [...document.querySelectorAll('input, select, texta
   .filter(el => el.type !== 'hidden' && !el.closest('[hidden]'))
   .filter(el => el.labels.length === 0 && !el.getAttribute('aria-label'))
   .map(el => el.name || el.id)"""
-
-
-@pytest.fixture
-def signed_in(
-    transactional_db: None,
-    live_server: Any,
-    portal: Portal,
-    browser_context_factory: Callable[..., Any],
-) -> Callable[..., Any]:
-    """A page signed in as ``user`` (by session cookie: sign-in itself is tested elsewhere)."""
-
-    def make(user: Any, viewport: tuple[int, int] = (1280, 800)) -> Any:
-        client = Client()
-        client.force_login(user)
-        context = browser_context_factory(viewport=viewport)
-        context.add_cookies(
-            [
-                {
-                    "name": "sessionid",
-                    "value": client.cookies["sessionid"].value,
-                    "url": live_server.url,
-                }
-            ]
-        )
-        page = context.new_page()
-        page.base_url = live_server.url
-        return page
-
-    return make
 
 
 def test_notebook_request_can_be_filled_and_submitted_with_the_keyboard_alone(

@@ -7,7 +7,9 @@ Fixtures
     ``/usr/bin/chromium`` (the Playwright browser download is never used).
 ``browser_context_factory`` (function)
     ``make(viewport=(w, h))`` → a fresh, isolated browser context (own cookies); all are
-    closed after the test.
+    closed after the test. Every Content-Security-Policy violation that Chromium reports in
+    a context (a console message naming the policy) is kept in ``context.csp_violations``,
+    and a test whose pages had any fails when its contexts close.
 ``artifacts_dir`` (session)
     ``test-artifacts/browser/`` (gitignored): screenshots and traces of browser tests.
 
@@ -84,6 +86,23 @@ def chromium_browser() -> Iterator[Any]:
             browser.close()
 
 
+CSP_MARK = "Content Security Policy"
+
+
+def _watch_csp(context: Any) -> list[str]:
+    """Collect the CSP violations Chromium reports in this context's pages: its console
+    messages ("Refused to execute inline script because it violates the following Content
+    Security Policy directive …")."""
+    violations: list[str] = []
+
+    def on_console(message: Any) -> None:
+        if CSP_MARK in message.text:
+            violations.append(f"{message.location.get('url', '?')}: {message.text}")
+
+    context.on("console", on_console)
+    return violations
+
+
 @pytest.fixture
 def browser_context_factory(chromium_browser: Any) -> Iterator[Callable[..., Any]]:
     contexts: list[Any] = []
@@ -93,9 +112,12 @@ def browser_context_factory(chromium_browser: Any) -> Iterator[Callable[..., Any
             viewport={"width": viewport[0], "height": viewport[1]}, **kwargs
         )
         context.set_default_timeout(15_000)
+        context.csp_violations = _watch_csp(context)
         contexts.append(context)
         return context
 
     yield make
+    violations = [v for context in contexts for v in context.csp_violations]
     for context in contexts:
         context.close()
+    assert not violations, "Content-Security-Policy violations:\n" + "\n".join(violations)

@@ -56,9 +56,9 @@ def test_dashboard_shows_quota_bars_used_within_guarantee_borrowed_and_limit(
     assert (
         'aria-label="H100-80GB: 4 GPU used within the guarantee of 4, 1 borrowed, limit 8"' in page
     )
-    assert 'class="qbar-in" style="width: 50.0%"' in page
-    assert 'class="qbar-borrowed" style="width: 12.5%"' in page
-    assert 'class="qbar-mark" style="left: 50.0%"' in page
+    assert '<rect class="qbar-in" x="0" y="0" height="10" width="50.0">' in page
+    assert '<rect class="qbar-borrowed" x="50.0" y="0" height="10" width="12.5">' in page
+    assert '<line class="qbar-mark" x1="50.0" x2="50.0"' in page
 
 
 def test_dashboard_shows_free_capacity_per_class_from_the_inventory(portal: Portal) -> None:

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 import pytest
 
 from apps.common.ratelimit import rate_limiter
+from tests.portal.conftest import portal as portal  # the catalog fixture, for the form fuzz
 
 
 @pytest.fixture(autouse=True)

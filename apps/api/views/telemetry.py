@@ -15,13 +15,12 @@ from rest_framework.views import APIView
 from apps.accounts.models import User
 from apps.accounts.selectors import team_for_user
 from apps.api.base import error_responses
+from apps.api.params import MonthField
 from apps.telemetry import selectors
 
 
 class UsageQuerySerializer(serializers.Serializer):
-    month = serializers.RegexField(
-        r"^\d{4}-(0[1-9]|1[0-2])$", required=False, help_text="YYYY-MM; default: this month."
-    )
+    month = MonthField(required=False, help_text="YYYY-MM; default: this month.")
 
 
 class UsageRowSerializer(serializers.Serializer):

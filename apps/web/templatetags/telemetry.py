@@ -26,6 +26,15 @@ def idle_notices(context: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@register.filter
+def heat_class(cell: selectors.HeatCell) -> str:
+    """The heat map's colour class of a GPU: ``heat-free`` when nothing is on it, else
+    ``heat-0`` (idle, red) … ``heat-10`` (busy, green) by tenths of utilisation."""
+    if not cell.pods:
+        return "heat-free"
+    return f"heat-{round(10 * min(1.0, max(0.0, cell.utilisation or 0.0)))}"
+
+
 @register.inclusion_tag("telemetry/_workload_charts.html")
 def workload_usage_charts(workload: Workload) -> dict[str, Any]:
     return {"workload": workload, "usage": selectors.usage_of(workload)}

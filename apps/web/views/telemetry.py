@@ -15,9 +15,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import teams_visible_to
+from apps.accounts.selectors import sees_cluster, teams_visible_to
 from apps.telemetry import selectors
 from apps.telemetry.prom import PrometheusUnavailable, default_client
+from apps.web.access import cluster_view
+from apps.web.params import query_month, query_slug
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workload_for_user
 from apps.workloads.services import workload_resume
@@ -54,6 +56,7 @@ def usage_home(request: HttpRequest) -> HttpResponse:
                 end,
             ),
             "teams": teams_visible_to(user),
+            "sees_cluster": sees_cluster(user),
             "days": USAGE_DAYS,
         },
     )
@@ -82,7 +85,7 @@ def team_usage(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@login_required
+@cluster_view
 @require_GET
 def heatmap(request: HttpRequest) -> HttpResponse:
     nodes: list[selectors.HeatNode] = []
@@ -171,18 +174,16 @@ def idle_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def chargeback(request: HttpRequest) -> HttpResponse:
     user = _user(request)
-    month = request.GET.get("month") or None
-    try:
-        start, end = selectors.month_bounds(month)
-    except ValueError:
-        raise Http404("Give the month as YYYY-MM.") from None
+    month, month_error = query_month(request)
+    team_slug, team_error = query_slug(request, "team")
+    error = " ".join(e for e in (month_error, team_error) if e)
+    start, end = selectors.month_bounds(month)
     teams = teams_visible_to(user)
-    team_slug = request.GET.get("team")
     if team_slug:
         teams = teams.filter(slug=team_slug)
     rows = selectors.chargeback(teams, start, end)
-    label = f"{start:%Y-%m}"
-    if request.GET.get("format") == "csv":
+    label = f"{start.year:04d}-{start.month:02d}"
+    if request.GET.get("format") == "csv" and not error:
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="gpupaas-chargeback-{label}.csv"'
         writer = csv.writer(response)
@@ -213,7 +214,9 @@ def chargeback(request: HttpRequest) -> HttpResponse:
             "total": total,
             "teams": teams_visible_to(user),
             "team_slug": team_slug or "",
+            "error": error,
         },
+        status=400 if error else 200,
     )
 
 

@@ -42,12 +42,14 @@ from apps.orchestration.reads import (
 )
 from apps.orchestration.selectors import gpu_class_spec
 from apps.quotas.core import format_milli
+from apps.web.access import cluster_view
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
     SizingForm,
     TemplateSaveForm,
     WorkloadRequestForm,
 )
+from apps.web.params import path_int
 from apps.workloads import core, sizing
 from apps.workloads.models import RequestTemplate, Workload
 from apps.workloads.selectors import (
@@ -157,7 +159,7 @@ def dashboard_workloads_partial(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
+@cluster_view
 @require_GET
 def dashboard_capacity_partial(request: HttpRequest) -> HttpResponse:
     return render(
@@ -307,10 +309,13 @@ def sizing_helper(request: HttpRequest) -> HttpResponse:
 
 
 def _template(request: HttpRequest, template_id: Any) -> RequestTemplate:
+    number = path_int(template_id)
     try:
-        return request_template_for_user(_user(request), int(template_id))
-    except (RequestTemplate.DoesNotExist, ValueError):
-        raise Http404("No such template.") from None
+        if number is not None:
+            return request_template_for_user(_user(request), number)
+    except RequestTemplate.DoesNotExist:
+        pass
+    raise Http404("No such template.")
 
 
 @login_required
