@@ -15,6 +15,10 @@ app.autodiscover_tasks()
 app.autodiscover_tasks(["apps.common"], related_name="health")
 
 
+# Archived logs are kept LOG_ARCHIVE_RETENTION_DAYS; the purge runs hourly.
+LOG_ARCHIVE_PURGE_SECONDS = 3600
+
+
 @app.on_after_finalize.connect
 def _schedule(sender: Celery, **_: object) -> None:
     from django.conf import settings
@@ -27,6 +31,7 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("reconcile", settings.ORCHESTRATION_RECONCILE_SECONDS, taskqueue.RECONCILE_ALL),
         ("status sync", settings.ORCHESTRATION_STATUS_SYNC_SECONDS, taskqueue.STATUS_SYNC_ALL),
         ("inventory", settings.ORCHESTRATION_INVENTORY_SECONDS, taskqueue.INVENTORY_SYNC_ALL),
+        ("log archive purge", LOG_ARCHIVE_PURGE_SECONDS, taskqueue.LOG_ARCHIVE_PURGE),
         ("telemetry ingest", settings.TELEMETRY_INGEST_SECONDS, taskqueue.TELEMETRY_INGEST),
         ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, taskqueue.TELEMETRY_NODE_HEALTH),
         ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.SCHEDULING_CYCLE),

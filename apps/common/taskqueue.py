@@ -56,6 +56,7 @@ WORKLOAD_RECONCILE: TaskRef[[int]] = TaskRef("orchestration.workload_reconcile",
 RECONCILE_ALL: TaskRef[[]] = TaskRef("orchestration.reconcile_all")
 STATUS_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.status_sync_all")
 INVENTORY_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.inventory_sync_all")
+LOG_ARCHIVE_PURGE: TaskRef[[]] = TaskRef("orchestration.log_archive_purge")
 
 TELEMETRY_INGEST: TaskRef[[]] = TaskRef("telemetry.ingest")
 TELEMETRY_NODE_HEALTH: TaskRef[[]] = TaskRef("telemetry.node_health")
@@ -69,6 +70,7 @@ REGISTRY: tuple[TaskRef, ...] = (
     RECONCILE_ALL,
     STATUS_SYNC_ALL,
     INVENTORY_SYNC_ALL,
+    LOG_ARCHIVE_PURGE,
     TELEMETRY_INGEST,
     TELEMETRY_NODE_HEALTH,
 )

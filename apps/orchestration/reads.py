@@ -15,11 +15,12 @@ Django-side imports are made inside the functions that need them: the node agent
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from apps.orchestration import archive
 from apps.orchestration import manifests as m
 from apps.orchestration.kube import Kube, api_client_from_config
 
@@ -72,6 +73,48 @@ def _pods(kube: Kube, workload: Workload) -> list[dict[str, Any]]:
     return sorted(pods, key=lambda p: str(p["metadata"]["name"]))
 
 
+@dataclass(frozen=True)
+class PodRun:
+    """One pod of a workload: the replica it runs, and what its log is read and kept by."""
+
+    name: str
+    uid: str
+    replica: int
+    container: str
+    created: str
+    lost: bool  # being deleted or disrupted: its log goes with it
+
+
+def _created(meta: Mapping[str, Any]) -> str:
+    value = meta.get("creationTimestamp")
+    return value.isoformat() if isinstance(value, datetime) else str(value or "")
+
+
+def _lost(pod: Mapping[str, Any]) -> bool:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return True
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions
+    )
+
+
+def pod_runs(pods: Iterable[Mapping[str, Any]]) -> list[PodRun]:
+    """Pods as runs, by replica and then by age: a replica's retries in the order they ran."""
+    runs = [
+        PodRun(
+            name=str(pod["metadata"]["name"]),
+            uid=str(pod["metadata"].get("uid") or pod["metadata"]["name"]),
+            replica=archive.replica_of(pod),
+            container=str(pod["spec"]["containers"][0]["name"]),
+            created=_created(pod["metadata"]),
+            lost=_lost(pod),
+        )
+        for pod in pods
+    ]
+    return sorted(runs, key=lambda r: (r.replica, r.created, r.name))
+
+
 # --- a workload ---------------------------------------------------------------------------
 
 
@@ -81,25 +124,57 @@ def workload_pods(workload: Workload) -> list[dict[str, Any]]:
     return _pods(_placed_kube(workload, unplaced), workload)
 
 
+def workload_pod_runs(workload: Workload, *, kube: Kube | None = None) -> list[PodRun]:
+    """The workload's pods as runs; ``kube``: a cluster other than the workload's own (objects
+    left behind where it ran before)."""
+    kube = kube or _placed_kube(
+        workload, LogsUnavailable("The workload has not been placed on a cluster yet.")
+    )
+    return pod_runs(_pods(kube, workload))
+
+
+def pod_run_log(
+    workload: Workload, run: PodRun, *, tail_lines: int, kube: Kube | None = None
+) -> Iterator[str]:
+    """The last ``tail_lines`` lines of one pod's main container, with timestamps."""
+    kube = kube or _placed_kube(
+        workload, LogsUnavailable("The workload has not been placed on a cluster yet.")
+    )
+    yield from kube.pod_log(
+        run.name,
+        workload.team.namespace,
+        container=run.container,
+        tail_lines=tail_lines,
+        follow=False,
+    )
+
+
+def replica_run(runs: list[PodRun], replica: int) -> PodRun:
+    """The newest pod of a replica (a retry replaces a failed one)."""
+    if not runs:
+        raise LogsUnavailable("No pod is running for this workload, so there are no logs yet.")
+    mine = [r for r in runs if r.replica == replica]
+    if not mine:
+        there = len({r.replica for r in runs})
+        raise LogsUnavailable(f"Replica {replica} does not exist; there are {there}.")
+    return mine[-1]
+
+
 def workload_logs(
     *, workload: Workload, tail_lines: int = 200, follow: bool = False, replica: int = 0
 ) -> Iterator[str]:
-    """Lines of the main container of one replica; with ``follow`` the stream stays open."""
+    """Lines of the main container of one replica (its newest pod); with ``follow`` the
+    stream stays open."""
     if tail_lines < 1 or tail_lines > 10_000:
         raise ValueError("tail_lines must be between 1 and 10000.")
     kube = _placed_kube(
         workload, LogsUnavailable("The workload has not been placed on a cluster yet.")
     )
-    pods = _pods(kube, workload)
-    if not pods:
-        raise LogsUnavailable("No pod is running for this workload, so there are no logs yet.")
-    if replica >= len(pods) or replica < 0:
-        raise LogsUnavailable(f"Replica {replica} does not exist; there are {len(pods)}.")
-    pod = pods[replica]
+    run = replica_run(pod_runs(_pods(kube, workload)), replica)
     yield from kube.pod_log(
-        pod["metadata"]["name"],
+        run.name,
         workload.team.namespace,
-        container=pod["spec"]["containers"][0]["name"],
+        container=run.container,
         tail_lines=tail_lines,
         follow=follow,
     )
@@ -108,6 +183,8 @@ def workload_logs(
 def _event_time(event: Mapping[str, Any]) -> datetime | None:
     for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
         value = event.get(key)
+        if isinstance(value, datetime):
+            return value
         if value:
             try:
                 return datetime.fromisoformat(str(value))
@@ -116,9 +193,10 @@ def _event_time(event: Mapping[str, Any]) -> datetime | None:
     return None
 
 
-def workload_events(*, workload: Workload) -> list[ClusterEvent]:
-    """Kubernetes events of the workload's stored objects and of its pods, oldest first."""
-    kube = _placed_kube(
+def workload_events(*, workload: Workload, kube: Kube | None = None) -> list[ClusterEvent]:
+    """Kubernetes events of the workload's stored objects and of its pods, oldest first;
+    ``kube`` as for :func:`workload_pod_runs`."""
+    kube = kube or _placed_kube(
         workload, LogsUnavailable("The workload has not been placed on a cluster yet.")
     )
     names = {ref["name"] for ref in workload.k8s_objects or []}

@@ -1,17 +1,23 @@
-"""Reads for orchestration: which cluster a workload lives on, and its manifest inputs."""
+"""Reads for orchestration: which cluster a workload lives on, its manifest inputs, and its
+logs and events — from the cluster while its objects exist, from the archive after."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from apps.accounts.models import Team
 from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.catalog.resources import GpuClassSpec, gpu_resources
+from apps.orchestration import archive, reads
 from apps.orchestration import manifests as m
+from apps.orchestration.models import WorkloadArchive, WorkloadLogArchive
 from apps.quotas.models import TeamQuota
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
@@ -145,3 +151,160 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         home_claim=home_claim_name(workload),
         home_size=settings.NOTEBOOK_HOME_SIZE,
     )
+
+
+# --- logs and events: from the cluster while the objects exist, from the archive after -------
+
+
+def _objects_exist(workload: Workload) -> bool:
+    return workload.state in LIVE_STATES or bool(workload.k8s_objects)
+
+
+def _ran(workload: Workload) -> bool:
+    return bool(workload.admitted_at or workload.started_at or workload.cluster_id)
+
+
+def _never_placed(what: str) -> str:
+    return (
+        "The workload has not been placed on a cluster: it ended before it ran, so it has "
+        f"no {what}."
+    )
+
+
+def _nothing_kept(workload: Workload, what: str) -> str:
+    note = WorkloadArchive.objects.filter(workload=workload).values_list("note", flat=True).first()
+    if note:
+        return f"No {what} were kept: {note}."
+    ended = workload.finished_at or workload.updated_at
+    days = settings.LOG_ARCHIVE_RETENTION_DAYS
+    if ended and ended < timezone.now() - timedelta(days=days):
+        return f"{what.capitalize()} are kept {days} days after a workload ends; these are gone."
+    return f"No {what} were kept for this workload: it had no pods when it ended."
+
+
+def archived_log(
+    *, workload: Workload, replica: int = 0, attempt: int | None = None
+) -> WorkloadLogArchive | None:
+    """The archived log to show for a replica, or None when the cluster has it (the objects
+    exist: the workload is live, or ended and not cleaned up yet).
+
+    An ``attempt`` is always the archive's (earlier attempts outlive the pods that ran them);
+    without one, the replica's latest. Raises :class:`reads.LogsUnavailable` with the reason
+    when the objects are gone and nothing was kept."""
+    rows = WorkloadLogArchive.objects.filter(workload=workload)
+    if attempt is not None:
+        row = rows.filter(replica=replica, attempt=attempt).first()
+        if row is None:
+            kept = list(rows.filter(replica=replica).values_list("attempt", flat=True))
+            also = f"; kept: {', '.join(map(str, kept))}" if kept else ""
+            raise reads.LogsUnavailable(
+                f"Replica {replica} has no archived attempt {attempt}{also}."
+            )
+        return row
+    if workload.state in LIVE_STATES:
+        return None
+    row = rows.filter(replica=replica).order_by("-attempt").first()
+    if row is not None or workload.k8s_objects:
+        return row
+    replicas = sorted(set(rows.values_list("replica", flat=True)))
+    if replicas:
+        raise reads.LogsUnavailable(
+            f"Replica {replica} was not archived; archived replicas: "
+            f"{', '.join(map(str, replicas))}."
+        )
+    if workload.is_terminal and not _ran(workload):
+        raise reads.LogsUnavailable(_never_placed("logs"))
+    if not _ran(workload):
+        return None  # never placed: the cluster read says so
+    raise reads.LogsUnavailable(_nothing_kept(workload, "logs"))
+
+
+def archived_log_lines(row: WorkloadLogArchive, *, tail_lines: int | None = None) -> list[str]:
+    """An archived log's last ``tail_lines`` lines (all without), opened by a notice when its
+    beginning was not kept and the lines shown reach back to what was."""
+    lines = row.text.splitlines()
+    if not lines and row.note:
+        return [f"[gpupaas] {row.note}"]
+    shown = lines[-tail_lines:] if tail_lines else lines
+    if row.truncated and len(shown) == len(lines):
+        shown = [archive.truncation_notice(row.bytes), *shown]
+    return shown
+
+
+def workload_log_download(
+    *, workload: Workload, replica: int = 0, attempt: int | None = None
+) -> tuple[str, list[str]]:
+    """A file name and the lines of one replica's whole kept log: the archive's, or the end
+    of the live log within the same cap (LOG_ARCHIVE_MAX_BYTES_PER_REPLICA)."""
+    row = archived_log(workload=workload, replica=replica, attempt=attempt)
+    if row is not None:
+        return archive.log_filename(workload.pk, row.replica, row.attempt), archived_log_lines(row)
+    run = reads.replica_run(reads.workload_pod_runs(workload), replica)
+    cap = settings.LOG_ARCHIVE_MAX_BYTES_PER_REPLICA
+    asked = archive.lines_for_cap(cap)
+    capped = archive.keep_tail(
+        reads.pod_run_log(workload, run, tail_lines=asked), max_bytes=cap, asked_lines=asked
+    )
+    lines = capped.text.splitlines()
+    if capped.truncated:
+        lines.insert(0, archive.truncation_notice(capped.bytes))
+    return archive.log_filename(workload.pk, replica), lines
+
+
+@dataclass(frozen=True)
+class LogChoices:
+    """What a replica picker offers: the replicas, and the archived attempts of one."""
+
+    replicas: tuple[int, ...]
+    attempts: tuple[int, ...]
+
+
+def log_choices(workload: Workload, replica: int = 0) -> LogChoices:
+    kept = list(
+        WorkloadLogArchive.objects.filter(workload=workload).values_list("replica", "attempt")
+    )
+    if workload.kind == wl.KIND_SWEEP:
+        expected = len(m.sweep_points((workload.params or {}).get("grid") or {})) or 1
+    else:
+        expected = workload.replicas
+    replicas = sorted(set(range(expected)) | {r for r, _ in kept})
+    return LogChoices(tuple(replicas), tuple(sorted(a for r, a in kept if r == replica)))
+
+
+@dataclass(frozen=True)
+class ClusterEvents:
+    events: list[reads.ClusterEvent]
+    archived: bool = False
+    note: str = ""
+
+
+def _event_from_record(record: Mapping[str, Any]) -> reads.ClusterEvent:
+    time = record.get("time")
+    return reads.ClusterEvent(
+        time=datetime.fromisoformat(str(time)) if time else None,
+        type=str(record.get("type") or ""),
+        reason=str(record.get("reason") or ""),
+        message=str(record.get("message") or ""),
+        object=str(record.get("object") or ""),
+        count=int(record.get("count") or 1),
+    )
+
+
+def workload_cluster_events(*, workload: Workload) -> ClusterEvents:
+    """The workload's Kubernetes events: the cluster's while its objects exist, the archived
+    ones after. Raises :class:`reads.LogsUnavailable` (why there are none) and the cluster
+    errors of :mod:`apps.orchestration.errors`."""
+    if not _objects_exist(workload):
+        row = WorkloadArchive.objects.filter(workload=workload).first()
+        if row is not None:
+            events = [_event_from_record(e) for e in row.events or []]
+            return ClusterEvents(events, archived=True, note=row.note)
+        if workload.is_terminal and not _ran(workload):
+            raise reads.LogsUnavailable(_never_placed("Kubernetes events"))
+        if _ran(workload) and WorkloadLogArchive.objects.filter(workload=workload).exists():
+            return ClusterEvents([], archived=True)
+        if _ran(workload):
+            raise reads.LogsUnavailable(_nothing_kept(workload, "Kubernetes events"))
+    if workload.cluster_id is None and not workload.k8s_objects:
+        raise reads.LogsUnavailable("The workload has not been placed on a cluster yet.")
+    return ClusterEvents(reads.workload_events(workload=workload))

@@ -374,14 +374,20 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")] = False,
     tail: Annotated[int, typer.Option(min=1, max=10_000, help="Lines from the end.")] = 200,
     replica: Annotated[int, typer.Option(min=0, help="Which replica (multi-node jobs).")] = 0,
+    attempt: Annotated[
+        int | None,
+        typer.Option(min=1, help="An earlier attempt of the replica, from the archive."),
+    ] = None,
 ) -> None:
-    """Print the container's logs; -f follows them until the container stops."""
+    """Print the container's logs; -f follows them until the container stops. A workload
+    that has ended shows its archived log."""
     with client() as api:
         for line in api.stream_lines(
             f"/api/v1/workloads/{workload_id}/logs/",
             tail=tail,
             follow="true" if follow else "false",
             replica=replica,
+            attempt=attempt,
         ):
             typer.echo(line)
 

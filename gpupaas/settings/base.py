@@ -275,6 +275,15 @@ ORCHESTRATION_INVENTORY_SECONDS = env_int("ORCHESTRATION_INVENTORY_SECONDS", 60,
 NOTEBOOK_HOST = env_str("NOTEBOOK_HOST", "")
 NOTEBOOK_INGRESS_NAMESPACE = env_str("NOTEBOOK_INGRESS_NAMESPACE", "ingress-nginx")
 NOTEBOOK_HOME_SIZE = env_str("NOTEBOOK_HOME_SIZE", "20Gi")
+# Logs and events outlive the objects: before a workload's objects are deleted, the end of
+# each pod's log (at most this many bytes per replica and attempt) and its Kubernetes events
+# are archived, and kept this many days. When the cluster cannot give the logs, the delete
+# waits for them this long at most, then goes ahead and the archive says why they are missing.
+LOG_ARCHIVE_MAX_BYTES_PER_REPLICA = env_int(
+    "LOG_ARCHIVE_MAX_BYTES_PER_REPLICA", 1024 * 1024, minimum=1024
+)
+LOG_ARCHIVE_RETENTION_DAYS = env_int("LOG_ARCHIVE_RETENTION_DAYS", 30, minimum=1)
+LOG_ARCHIVE_RETRY_SECONDS = env_int("LOG_ARCHIVE_RETRY_SECONDS", 300, minimum=0)
 
 # --- Telemetry (DCGM metrics from Prometheus, accounting, idle policy) -------------------------
 # On when PROMETHEUS_URL is given (or TELEMETRY_ENABLED=true). Idle durations are defaults for

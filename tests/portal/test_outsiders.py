@@ -16,6 +16,7 @@ WORKLOAD_GETS = (
     "/workloads/{id}/status/",
     "/workloads/{id}/events/",
     "/workloads/{id}/logs/",
+    "/workloads/{id}/logs/download/",
     "/workloads/{id}/logs/stream/",
     "/workloads/{id}/open/",
 )

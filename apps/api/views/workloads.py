@@ -46,7 +46,13 @@ from apps.api.serializers import (
 from apps.catalog.models import GpuClass, Image
 from apps.common.http import client_ip
 from apps.orchestration.errors import ClusterError, cluster_error_answer
-from apps.orchestration.reads import LogsUnavailable, workload_events, workload_logs
+from apps.orchestration.reads import LogsUnavailable, workload_logs
+from apps.orchestration.selectors import (
+    archived_log,
+    archived_log_lines,
+    workload_cluster_events,
+    workload_log_download,
+)
 from apps.workloads import idempotency as idem
 from apps.workloads.models import Workload
 from apps.workloads.selectors import WorkloadFilters, WorkloadListing, workload_for_user
@@ -577,6 +583,16 @@ class LogsQuerySerializer(serializers.Serializer):
     tail = serializers.IntegerField(min_value=1, max_value=10_000, default=200)
     follow = serializers.BooleanField(default=False)
     replica = serializers.IntegerField(min_value=0, max_value=10_000, default=0)
+    attempt = serializers.IntegerField(
+        min_value=1,
+        max_value=10_000,
+        required=False,
+        help_text="An archived attempt of the replica (1 = its first pod); default: the latest.",
+    )
+    download = serializers.BooleanField(
+        default=False,
+        help_text="The whole kept log as a file (ignores tail and follow).",
+    )
 
 
 class WorkloadLogsView(APIView):
@@ -588,9 +604,12 @@ class WorkloadLogsView(APIView):
         description=(
             "The last `tail` lines of one replica's main container, as plain text with "
             "timestamps. With `follow=true` the response streams new lines until the "
-            "container stops or the client disconnects. 409 when there are no logs to show "
-            "(not placed yet, no pod) or the cluster refuses them (container not started); 503 "
-            "when the cluster is unreachable."
+            "container stops or the client disconnects. Once a workload has ended and its "
+            "objects are gone, the lines come from the archive (the end of each replica's log "
+            "per attempt, kept for a set number of days); `attempt` picks an earlier attempt. "
+            "`download=true` answers the whole kept log as an attachment. 409 when there are "
+            "no logs to show (not placed yet, no pod, nothing kept) or the cluster refuses them "
+            "(container not started); 503 when the cluster is unreachable."
         ),
         parameters=[LogsQuerySerializer],
         responses={
@@ -612,16 +631,29 @@ class WorkloadLogsView(APIView):
         query = LogsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         opts = query.validated_data
-        lines = workload_logs(
-            workload=workload,
-            tail_lines=opts["tail"],
-            follow=opts["follow"],
-            replica=opts["replica"],
-        )
-        # The generator talks to the cluster on its first step: take it here, so that "no
-        # logs" is a 409 and a cluster error its answer (base.exception_handler), with the
-        # error shape, rather than a broken 200 stream.
+        which = {"workload": workload, "replica": opts["replica"], "attempt": opts.get("attempt")}
         try:
+            if opts["download"]:
+                filename, whole = workload_log_download(**which)
+                response = StreamingHttpResponse(
+                    (f"{line}\n" for line in whole), content_type="text/plain; charset=utf-8"
+                )
+                response["Content-Disposition"] = f'attachment; filename="{filename}"'
+                response["Cache-Control"] = "no-store"
+                return response
+            row = archived_log(**which)
+            if row is not None:
+                lines: Iterator[str] = iter(archived_log_lines(row, tail_lines=opts["tail"]))
+            else:
+                lines = workload_logs(
+                    workload=workload,
+                    tail_lines=opts["tail"],
+                    follow=opts["follow"],
+                    replica=opts["replica"],
+                )
+            # The generator talks to the cluster on its first step: take it here, so that "no
+            # logs" is a 409 and a cluster error its answer (base.exception_handler), with the
+            # error shape, rather than a broken 200 stream.
             first = list(_take_one(lines))
         except LogsUnavailable as exc:
             raise Conflict(str(exc), code="logs_unavailable") from exc
@@ -654,6 +686,10 @@ class WorkloadEventsView(APIView):
     @extend_schema(
         operation_id="workloads_events",
         summary="State changes and Kubernetes events",
+        description=(
+            "The workload's state changes with their reasons, and its Kubernetes events: the "
+            "cluster's while its objects exist, the archived ones after it has ended."
+        ),
         responses={200: WorkloadEventsSerializer, **error_responses(404)},
         examples=[
             OpenApiExample(
@@ -689,15 +725,13 @@ class WorkloadEventsView(APIView):
         events = workload.events.select_related("actor").order_by("created_at", "id")
         cluster_events: list[Any] = []
         unavailable: str | None = None
-        if workload.cluster_id is None and not workload.k8s_objects:
-            unavailable = "The workload has not been placed on a cluster yet."
-        else:
-            try:
-                cluster_events = workload_events(workload=workload)
-            except LogsUnavailable as exc:
-                unavailable = str(exc)
-            except ClusterError as exc:
-                unavailable = cluster_error_answer(exc).message
+        try:
+            # The cluster's while the objects exist, the archived ones after.
+            cluster_events = workload_cluster_events(workload=workload).events
+        except LogsUnavailable as exc:
+            unavailable = str(exc)
+        except ClusterError as exc:
+            unavailable = cluster_error_answer(exc).message
         return Response(
             {
                 "events": WorkloadEventSerializer(events, many=True).data,

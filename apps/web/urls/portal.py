@@ -44,6 +44,11 @@ urlpatterns = [
     ),
     path("workloads/<int:workload_id>/logs/", views.workload_logs_partial, name="workload-logs"),
     path(
+        "workloads/<int:workload_id>/logs/download/",
+        views.workload_logs_download,
+        name="workload-logs-download",
+    ),
+    path(
         "workloads/<int:workload_id>/logs/stream/",
         views.workload_logs_stream,
         name="workload-logs-stream",

@@ -37,10 +37,16 @@ from apps.orchestration.reads import (
     NotebookUnavailable,
     notebook_path,
     notebook_token,
-    workload_events,
     workload_logs,
 )
-from apps.orchestration.selectors import gpu_class_spec
+from apps.orchestration.selectors import (
+    archived_log,
+    archived_log_lines,
+    gpu_class_spec,
+    log_choices,
+    workload_cluster_events,
+    workload_log_download,
+)
 from apps.quotas.core import format_milli
 from apps.web.access import cluster_view
 from apps.web.forms.workloads import (
@@ -408,8 +414,10 @@ def workload_status_partial(request: HttpRequest, workload_id: int) -> HttpRespo
 @require_GET
 def workload_events_partial(request: HttpRequest, workload_id: int) -> HttpResponse:
     workload = _workload(request, workload_id)
+    archived, note = False, ""
     try:
-        events, problem = workload_events(workload=workload), None
+        found = workload_cluster_events(workload=workload)
+        events, archived, note, problem = found.events, found.archived, found.note, None
     except LogsUnavailable as exc:
         events, problem = [], str(exc)
     except ClusterError as exc:
@@ -418,26 +426,87 @@ def workload_events_partial(request: HttpRequest, workload_id: int) -> HttpRespo
     return render(
         request,
         "workloads/_events.html",
-        {"workload": workload, "cluster_events": events, "problem": problem},
+        {
+            "workload": workload,
+            "cluster_events": events,
+            "problem": problem,
+            "archived": archived,
+            "note": note,
+        },
     )
+
+
+def _log_pick(request: HttpRequest) -> tuple[int, int | None]:
+    """The replica and (archived) attempt asked for; anything unreadable is the default."""
+
+    def number(name: str, minimum: int) -> int | None:
+        raw = request.GET.get(name, "")
+        return int(raw) if raw.isdigit() and minimum <= int(raw) <= 10_000 else None
+
+    return number("replica", 0) or 0, number("attempt", 1)
 
 
 @login_required
 @require_GET
 def workload_logs_partial(request: HttpRequest, workload_id: int) -> HttpResponse:
     workload = _workload(request, workload_id)
+    replica, attempt = _log_pick(request)
+    archived = None
     try:
-        lines, problem = list(workload_logs(workload=workload, tail_lines=LOG_TAIL_LINES)), None
+        archived = archived_log(workload=workload, replica=replica, attempt=attempt)
+        if archived is not None:
+            lines = archived_log_lines(archived, tail_lines=LOG_TAIL_LINES)
+        else:
+            lines = list(
+                workload_logs(workload=workload, tail_lines=LOG_TAIL_LINES, replica=replica)
+            )
+        problem = None
     except LogsUnavailable as exc:
         lines, problem = [], str(exc)
     except ClusterError as exc:
         # The API's words for the same error; the partial answers 200 so that htmx shows it.
         lines, problem = [], cluster_error_answer(exc).message
+    download = reverse("workload-logs-download", args=[workload.pk]) + f"?replica={replica}"
+    if archived is not None:
+        download += f"&attempt={archived.attempt}"
     return render(
         request,
         "workloads/_logs.html",
-        {"workload": workload, "lines": lines, "problem": problem, "tail": LOG_TAIL_LINES},
+        {
+            "workload": workload,
+            "lines": lines,
+            "problem": problem,
+            "tail": LOG_TAIL_LINES,
+            "archived": archived,
+            "replica": replica,
+            "attempt": archived.attempt if archived is not None and attempt else None,
+            "choices": log_choices(workload, replica),
+            "download_url": download,
+        },
     )
+
+
+@login_required
+@require_GET
+def workload_logs_download(request: HttpRequest, workload_id: int) -> HttpResponse:
+    """One replica's whole kept log as a file: the archive's, or the end of the live one."""
+    workload = _workload(request, workload_id)
+    replica, attempt = _log_pick(request)
+    try:
+        filename, lines = workload_log_download(workload=workload, replica=replica, attempt=attempt)
+    except LogsUnavailable as exc:
+        return HttpResponse(f"{exc}\n", status=409, content_type="text/plain; charset=utf-8")
+    except ClusterError as exc:
+        answer = cluster_error_answer(exc)
+        return HttpResponse(
+            f"{answer.message}\n", status=answer.status, content_type="text/plain; charset=utf-8"
+        )
+    response = HttpResponse(
+        "".join(f"{line}\n" for line in lines), content_type="text/plain; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _sse(event: str, data: str) -> str:
@@ -447,12 +516,22 @@ def _sse(event: str, data: str) -> str:
 @login_required
 @require_GET
 def workload_logs_stream(request: HttpRequest, workload_id: int) -> StreamingHttpResponse:
-    """Live follow as server-sent events: ``line`` events, then ``end`` or ``unavailable``."""
+    """Live follow as server-sent events: ``line`` events, then ``end`` or ``unavailable``.
+    A workload whose objects are gone streams its archived log and ends."""
     workload = _workload(request, workload_id)
+    replica, _ = _log_pick(request)
 
     def stream() -> Iterator[str]:
         try:
-            for line in workload_logs(workload=workload, tail_lines=50, follow=True):
+            archived = archived_log(workload=workload, replica=replica)
+            if archived is not None:
+                for line in archived_log_lines(archived, tail_lines=50):
+                    yield _sse("line", line)
+                yield _sse("end", "The workload has ended: this is its archived log.")
+                return
+            for line in workload_logs(
+                workload=workload, tail_lines=50, follow=True, replica=replica
+            ):
                 yield _sse("line", line)
         except LogsUnavailable as exc:
             yield _sse("unavailable", str(exc))

@@ -1,0 +1,134 @@
+"""What the log and event archive decides, as plain functions: which replica a pod runs, how
+much of a log is kept (its end, within a byte cap), how events read in several passes merge,
+and how an archived log is named and introduced. Pure: no ORM, no HTTP.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from apps.orchestration import manifests as m
+
+# Where Kubernetes says which replica a pod is: an Indexed Job's completion index (annotation,
+# and label since 1.28), a StatefulSet's ordinal; a sweep's trial is its point label.
+ANNOTATION_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+LABEL_POD_INDEX = "apps.kubernetes.io/pod-index"
+# The shortest line the kubelet returns with timestamps: "2006-01-02T15:04:05Z " + "\n"
+# (RFC 3339 with its trailing zeros trimmed). So many lines always hold at least the cap.
+SHORTEST_LINE_BYTES = 22
+
+
+def replica_of(pod: Mapping[str, Any]) -> int:
+    """The replica a pod runs (0 for single-replica workloads)."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    for value in (
+        annotations.get(ANNOTATION_COMPLETION_INDEX),
+        labels.get(ANNOTATION_COMPLETION_INDEX),
+        labels.get(m.LABEL_SWEEP_POINT),
+        labels.get(LABEL_POD_INDEX),
+    ):
+        if value is not None and str(value).isdigit():
+            return int(value)
+    return 0
+
+
+def lines_for_cap(max_bytes: int) -> int:
+    """How many lines to ask the cluster for so that their end holds ``max_bytes`` of log: the
+    API server can tail by lines only, and every timestamped line is at least
+    :data:`SHORTEST_LINE_BYTES` long."""
+    return max_bytes // SHORTEST_LINE_BYTES + 1
+
+
+@dataclass(frozen=True)
+class CappedLog:
+    """The end of a log within a byte cap; ``truncated`` when earlier output was dropped."""
+
+    text: str
+    truncated: bool
+
+    @property
+    def bytes(self) -> int:
+        return len(self.text.encode("utf-8"))
+
+
+def keep_tail(lines: Iterable[str], *, max_bytes: int, asked_lines: int | None = None) -> CappedLog:
+    """The last ``max_bytes`` (UTF-8) of a log given line by line: whole lines where they fit,
+    the end of a single line that alone is longer. Memory stays within the cap however long
+    the log is. ``asked_lines``: the tail length asked of the cluster; getting that many lines
+    means earlier ones may exist, so the result says it is truncated."""
+    if max_bytes < 1:
+        raise ValueError("max_bytes must be positive.")
+    kept: deque[bytes] = deque()
+    size = 0
+    count = 0
+    truncated = False
+    for line in lines:
+        count += 1
+        data = (line + "\n").encode("utf-8", "replace")
+        kept.append(data)
+        size += len(data)
+        while size > max_bytes and len(kept) > 1:
+            size -= len(kept.popleft())
+            truncated = True
+        if size > max_bytes:
+            # One line longer than the cap: keep its end, on a character boundary.
+            end = kept[0][size - max_bytes :].decode("utf-8", "ignore").encode("utf-8")
+            kept[0] = end
+            size = len(end)
+            truncated = True
+    if asked_lines is not None and count >= asked_lines:
+        truncated = True
+    return CappedLog(b"".join(kept).decode("utf-8", "replace"), truncated)
+
+
+def size_label(size: int) -> str:
+    """1048576 → "1 MiB", 1536 → "1.5 KiB", 300 → "300 bytes"."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= factor:
+            return f"{size / factor:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} bytes"
+
+
+def truncation_notice(kept_bytes: int) -> str:
+    """The line that opens an archived log whose beginning was not kept."""
+    return (
+        f"[gpupaas] earlier output was not kept: the archive holds the last "
+        f"{size_label(kept_bytes)} of this log."
+    )
+
+
+def log_filename(workload_id: int, replica: int, attempt: int | None = None) -> str:
+    """A download's file name: only digits from the request, so it is always safe."""
+    suffix = f"-attempt-{int(attempt)}" if attempt and int(attempt) > 1 else ""
+    return f"workload-{int(workload_id)}-replica-{int(replica)}{suffix}.log"
+
+
+def _event_key(event: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return (
+        str(event.get("object") or ""),
+        str(event.get("type") or ""),
+        str(event.get("reason") or ""),
+        str(event.get("message") or ""),
+    )
+
+
+def merge_events(
+    kept: Sequence[Mapping[str, Any]], read: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Events archived before and events read now, each once (the later reading of the same
+    event wins: its count and time have grown), oldest first. Times are ISO strings or None."""
+    merged: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for event in [*kept, *read]:
+        key = _event_key(event)
+        known = merged.get(key)
+        if known is None or (
+            int(event.get("count") or 1),
+            str(event.get("time") or ""),
+        ) >= (int(known.get("count") or 1), str(known.get("time") or "")):
+            merged[key] = dict(event)
+    return sorted(merged.values(), key=lambda e: (str(e.get("time") or ""), _event_key(e)))
