@@ -173,6 +173,7 @@ def submit(team: Team, shape: Shape, **kw: Any) -> Workload:
         image=ImageFactory(),
         gpu_milli=shape.gpus * 1000,
         replicas=shape.replicas,
+        command=["python", "train.py"],
         params=RUN,
         **kw,
     )
