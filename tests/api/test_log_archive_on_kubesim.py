@@ -75,7 +75,7 @@ def failed_and_cleaned_up(
         workload.refresh_from_db()
         return workload.state == wl.FAILED
 
-    wait_for(failed, timeout=40)
+    wait_for(failed, timeout=90)
     assert "exited with code 3" in workload.last_reason
     selector = f"{m.LABEL_WORKLOAD}={workload.pk}"
     core_api, batch_api = k8s.CoreV1Api(kube_api_client), k8s.BatchV1Api(kube_api_client)

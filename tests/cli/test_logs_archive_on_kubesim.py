@@ -70,7 +70,7 @@ def test_logs_and_events_of_a_failed_job_are_printed_after_its_objects_are_gone(
         workload.refresh_from_db()
         return workload.state == wl.FAILED
 
-    wait_for(failed, timeout=40)
+    wait_for(failed, timeout=90)
     selector = f"{m.LABEL_WORKLOAD}={workload.pk}"
     core_api = k8s.CoreV1Api(kube_api_client)
     wait_for(

@@ -83,7 +83,7 @@ def test_a_cancelled_two_replica_job_archives_each_replica_separately(
         services.status_sync_pass(cluster=cluster)
         return len([p for p in pods() if p.status.phase == "Running"]) == 2
 
-    wait_for(both_running, timeout=40)
+    wait_for(both_running, timeout=90)
     names = {
         int(p.metadata.annotations["batch.kubernetes.io/job-completion-index"]): p.metadata.name
         for p in pods()
@@ -94,7 +94,7 @@ def test_a_cancelled_two_replica_job_archives_each_replica_separately(
 
     Workload.objects.filter(pk=workload.pk).update(state=wl.CANCELLED)
     assert services.workload_reconcile(workload_id=workload.pk) == "deleted"
-    wait_for(lambda: not pods(), timeout=40)
+    wait_for(lambda: not pods(), timeout=90)
 
     rows = list(WorkloadLogArchive.objects.filter(workload=workload).order_by("replica"))
     assert [(r.replica, r.attempt, r.pod_name) for r in rows] == [

@@ -183,7 +183,7 @@ def test_rotating_forwarded_for_does_not_escape_the_per_address_limit_behind_one
     """Behind one proxy that appends the address it saw: whatever the client prepends, the
     key is that address, and the fourth request of three allowed is refused."""
     settings.TRUSTED_PROXY_COUNT = 1
-    settings.API_RATE_LIMIT = "3/min"
+    settings.API_RATE_LIMIT_PER_ADDRESS = "3/min"
     codes = []
     for n in range(6):
         spoofed = f"10.0.{n}.1, 192.0.2.{n}"  # what the client sent, rotating
@@ -197,7 +197,7 @@ def test_rotating_forwarded_for_does_not_escape_the_per_address_limit_without_a_
 ) -> None:
     """The port published straight to clients (docker-compose.yml): no header is trusted."""
     settings.TRUSTED_PROXY_COUNT = 0
-    settings.API_RATE_LIMIT = "3/min"
+    settings.API_RATE_LIMIT_PER_ADDRESS = "3/min"
     codes = [
         Client(REMOTE_ADDR=ELSEWHERE, HTTP_X_FORWARDED_FOR=f"198.51.100.{n}")
         .get("/api/schema/")
