@@ -12,6 +12,7 @@ from apps.accounts.models import Team
 from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.catalog.resources import GpuClassSpec, gpu_resources
 from apps.orchestration import manifests as m
+from apps.orchestration.models import HomeVolume
 from apps.quotas.models import TeamQuota
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
@@ -57,6 +58,7 @@ def team_spec(team: Team) -> m.TeamSpec:
             for q in quotas.order_by("gpu_class__name")
         ),
         ingress_namespace=settings.NOTEBOOK_INGRESS_NAMESPACE,
+        object_counts=object_counts(),
     )
 
 
@@ -94,8 +96,26 @@ def node_uuids_for(workload: Workload) -> dict[str, list[str]]:
 
 
 def home_claim_name(workload: Workload) -> str:
-    slug = "".join(c if c.isalnum() else "-" for c in workload.owner.get_username().lower())
-    return f"home-{slug.strip('-')[:50] or workload.owner_id}"
+    """The owner's home volume in the workload's team: the name stored when it was first
+    made (HomeVolume), else the id-keyed name it will get. Never derived from the username."""
+    stored = (
+        HomeVolume.objects.filter(user_id=workload.owner_id, team_id=workload.team_id)
+        .values_list("claim", flat=True)
+        .first()
+    )
+    return stored or m.home_claim_name(workload.owner_id)
+
+
+def object_counts() -> dict[str, int]:
+    """The object-count limits of every team namespace (settings TEAM_MAX_*)."""
+    return {
+        "count/jobs.batch": settings.TEAM_MAX_JOBS,
+        "count/pods": settings.TEAM_MAX_PODS,
+        "count/secrets": settings.TEAM_MAX_SECRETS,
+        "count/configmaps": settings.TEAM_MAX_CONFIGMAPS,
+        "count/services": settings.TEAM_MAX_SERVICES,
+        "count/persistentvolumeclaims": settings.TEAM_MAX_VOLUME_CLAIMS,
+    }
 
 
 def workload_spec(workload: Workload) -> m.WorkloadSpec:

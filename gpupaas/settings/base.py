@@ -253,6 +253,14 @@ ORCHESTRATION_INVENTORY_SECONDS = env_int("ORCHESTRATION_INVENTORY_SECONDS", 60,
 NOTEBOOK_HOST = env_str("NOTEBOOK_HOST", "")
 NOTEBOOK_INGRESS_NAMESPACE = env_str("NOTEBOOK_INGRESS_NAMESPACE", "ingress-nginx")
 NOTEBOOK_HOME_SIZE = env_str("NOTEBOOK_HOME_SIZE", "20Gi")
+# Objects a team namespace may hold (one ResourceQuota's count/* keys): whatever its GPU
+# quota, a team cannot fill the cluster's database. A sweep of 256 points is 256 Jobs.
+TEAM_MAX_JOBS = env_int("TEAM_MAX_JOBS", 1000, minimum=1)
+TEAM_MAX_PODS = env_int("TEAM_MAX_PODS", 1000, minimum=1)
+TEAM_MAX_SECRETS = env_int("TEAM_MAX_SECRETS", 200, minimum=1)
+TEAM_MAX_CONFIGMAPS = env_int("TEAM_MAX_CONFIGMAPS", 50, minimum=1)
+TEAM_MAX_SERVICES = env_int("TEAM_MAX_SERVICES", 200, minimum=1)
+TEAM_MAX_VOLUME_CLAIMS = env_int("TEAM_MAX_VOLUME_CLAIMS", 100, minimum=1)
 
 # --- Telemetry (DCGM metrics from Prometheus, accounting, idle policy) -------------------------
 # On when PROMETHEUS_URL is given (or TELEMETRY_ENABLED=true). Idle durations are defaults for
