@@ -162,6 +162,6 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         pod_annotations=annotations,
         sweep_grid=grid,
         notebook_host=settings.NOTEBOOK_HOST,
-        home_claim=home_claim_name(workload),
+        home_claim=home_claim_name(workload) if workload.kind == wl.KIND_NOTEBOOK else "",
         home_size=settings.NOTEBOOK_HOME_SIZE,
     )
