@@ -36,7 +36,8 @@ def slug_problem(slug: str) -> str | None:
         return "The slug is empty: use lower-case letters, digits and dashes."
     if len(slug) > SLUG_MAX_LENGTH:
         return f"The slug is {len(slug)} characters long; at most {SLUG_MAX_LENGTH} are allowed."
-    if not SLUG_RE.match(slug):
+    # fullmatch: with match, "$" also matches before a trailing line break ("ml\n").
+    if not SLUG_RE.fullmatch(slug):
         return (
             "The slug may contain only lower-case letters, digits and dashes, "
             "and must start and end with a letter or digit."

@@ -246,6 +246,25 @@ class Kube:
                 # someone changed it meanwhile: re-read and try again
         raise ClusterUnreachable(f"{what} kept changing under us; will retry on the next pass.")
 
+    def dry_run(self, manifest: Manifest) -> dict[str, Any]:
+        """Ask the API server whether it would create the object (``dryRun=All``: validation
+        and admission run, nothing is stored). A refusal raises :class:`ClusterRefused` with
+        the server's message; an object of that name already there is no refusal."""
+        api_version, kind = manifest["apiVersion"], manifest["kind"]
+        meta = manifest["metadata"]
+        name, namespace = meta["name"], meta.get("namespace")
+        res = self.resource(api_version, kind)
+        try:
+            obj = self._call(
+                lambda: res.create(body=manifest, namespace=namespace, dry_run="All"),
+                f"dry-run create {kind} {name}",
+            )
+        except ClusterRefused as exc:
+            if exc.status != 409:
+                raise
+            return dict(manifest)
+        return dict(obj.to_dict())
+
     def delete(
         self,
         api_version: str,

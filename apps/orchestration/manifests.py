@@ -25,6 +25,9 @@ LABEL_TEAM = "gpupaas.io/team"
 LABEL_KIND = "gpupaas.io/kind"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_SWEEP_POINT = "gpupaas.io/sweep-point"
+# A person is named in the cluster by their user id only: a username is not a label value
+# ("eve.", "josé") and two usernames may fold to one slug ("eve" and "Eve").
+LABEL_OWNER_ID = "gpupaas.io/owner-id"
 ANNOTATION_HAMI_UUID = "nvidia.com/use-gpuuuid"
 
 SERVICE_ACCOUNT = "gpupaas-workload"
@@ -98,6 +101,9 @@ class TeamSpec:
     namespace: str
     quotas: tuple[TeamQuotaSpec, ...] = ()
     ingress_namespace: str = "ingress-nginx"
+    # Object counts the namespace may hold (``count/pods`` → 1000): what a team can store
+    # in the cluster's database is bounded whatever its GPU quota.
+    object_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 def quota_hard(quotas: Sequence[TeamQuotaSpec]) -> dict[str, str]:
@@ -126,6 +132,20 @@ def quota_hard(quotas: Sequence[TeamQuotaSpec]) -> dict[str, str]:
             add("nvidia.com/gpu", limit * (gpu.hami_split_count or 1) // 1000)
             add("nvidia.com/gpumem", limit * gpu.memory_mib // 1000)
     return {k: str(v) for k, v in sorted(hard.items())}
+
+
+def canonical_count(value: int) -> str:
+    """A whole number as the API server writes it back (1000 → "1k"), so that a quota we
+    set reads back equal and is not replaced on every pass."""
+    for suffix, exponent in (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3)):
+        if value and value % 10**exponent == 0:
+            return f"{value // 10**exponent}{suffix}"
+    return str(value)
+
+
+def object_count_hard(counts: Mapping[str, int]) -> dict[str, str]:
+    """Object-count limits as ResourceQuota keys (``count/jobs.batch``, ``count/pods``, …)."""
+    return {key: canonical_count(int(value)) for key, value in sorted(counts.items())}
 
 
 def team_manifests(team: TeamSpec) -> list[Manifest]:
@@ -158,7 +178,7 @@ def team_manifests(team: TeamSpec) -> list[Manifest]:
             "apiVersion": "v1",
             "kind": "ResourceQuota",
             "metadata": _meta(QUOTA_NAME, ns, **team_label),
-            "spec": {"hard": quota_hard(team.quotas)},
+            "spec": {"hard": {**quota_hard(team.quotas), **object_count_hard(team.object_counts)}},
         },
         {
             "apiVersion": "v1",
@@ -545,7 +565,9 @@ def sweep_points(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
 
 
 def _env_key(param: str) -> str:
-    return "SWEEP_" + "".join(c if c.isalnum() else "_" for c in param.upper())
+    # ASCII only, whatever reached the database: "ñ".upper() is alphanumeric, and no valid
+    # environment key (the rules accept ASCII identifiers only).
+    return "SWEEP_" + "".join(c if c.isascii() and c.isalnum() else "_" for c in param.upper())
 
 
 def sweep_manifests(spec: WorkloadSpec) -> list[Manifest]:
@@ -667,11 +689,20 @@ def notebook_manifests(spec: WorkloadSpec) -> list[Manifest]:
     return [statefulset, service, ingress]
 
 
+def home_claim_name(user_id: int, attempt: int = 0) -> str:
+    """The home volume name for a person who has none yet: keyed by the user's id, which no
+    two people share (a username folded to a slug is not). ``attempt`` picks another when
+    the first is taken by a volume named before (``home-u7`` was also the slug of "U7")."""
+    return f"home-u{user_id}" if attempt == 0 else f"home-u{user_id}-{attempt}"
+
+
 def home_claim_manifest(
-    *, namespace: str, claim: str, owner: str, team_slug: str, size: str
+    *, namespace: str, claim: str, owner_id: int, team_slug: str, size: str
 ) -> Manifest:
     """The user's home volume in the team namespace. Not labelled with a workload: it outlives
-    every notebook (suspend, resume, a new notebook next week)."""
+    every notebook (suspend, resume, a new notebook next week). The claim's name is the one
+    stored for the person and team (never derived from the username); the owner is labelled
+    by user id."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -681,7 +712,7 @@ def home_claim_manifest(
             "labels": {
                 LABEL_MANAGED_BY: MANAGED_BY,
                 LABEL_TEAM: team_slug,
-                "gpupaas.io/owner": owner,
+                LABEL_OWNER_ID: str(owner_id),
             },
         },
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},

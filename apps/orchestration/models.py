@@ -1,11 +1,14 @@
-"""What outlives a workload's Kubernetes objects: the end of each pod's log and the
-workload's events, archived before the objects are deleted (DESIGN.md, "Data and secrets")."""
+"""What orchestration keeps beside the cluster: the names it gave (home volumes), and what
+outlives a workload's Kubernetes objects: the end of each pod's log and the workload's events,
+archived before the objects are deleted (DESIGN.md, "Data and secrets")."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from apps.accounts.models import Team
 from apps.workloads.models import Workload
 
 
@@ -67,3 +70,28 @@ class WorkloadArchive(models.Model):
 
     def __str__(self) -> str:
         return f"archive of workload #{self.workload_id}"
+
+
+class HomeVolume(models.Model):
+    """A person's home volume (PersistentVolumeClaim) in a team's namespace.
+
+    The claim's name is chosen once, keyed by the user's id (``home-u<id>``), stored here and
+    never recomputed: volumes made before this table keep the name they had (see migration
+    0002), and no two people ever share one, whatever their usernames.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="home_volumes"
+    )
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="home_volumes")
+    claim = models.CharField(max_length=63)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "team"], name="home_volume_one_per_team"),
+            models.UniqueConstraint(fields=["team", "claim"], name="home_volume_claim_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.claim} in {self.team.namespace}"

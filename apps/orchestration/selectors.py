@@ -17,7 +17,7 @@ from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.catalog.resources import GpuClassSpec, gpu_resources
 from apps.orchestration import archive, reads
 from apps.orchestration import manifests as m
-from apps.orchestration.models import WorkloadArchive, WorkloadLogArchive
+from apps.orchestration.models import HomeVolume, WorkloadArchive, WorkloadLogArchive
 from apps.quotas.models import TeamQuota
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
@@ -63,6 +63,7 @@ def team_spec(team: Team) -> m.TeamSpec:
             for q in quotas.order_by("gpu_class__name")
         ),
         ingress_namespace=settings.NOTEBOOK_INGRESS_NAMESPACE,
+        object_counts=object_counts(),
     )
 
 
@@ -100,8 +101,26 @@ def node_uuids_for(workload: Workload) -> dict[str, list[str]]:
 
 
 def home_claim_name(workload: Workload) -> str:
-    slug = "".join(c if c.isalnum() else "-" for c in workload.owner.get_username().lower())
-    return f"home-{slug.strip('-')[:50] or workload.owner_id}"
+    """The owner's home volume in the workload's team: the name stored when it was first
+    made (HomeVolume), else the id-keyed name it will get. Never derived from the username."""
+    stored = (
+        HomeVolume.objects.filter(user_id=workload.owner_id, team_id=workload.team_id)
+        .values_list("claim", flat=True)
+        .first()
+    )
+    return stored or m.home_claim_name(workload.owner_id)
+
+
+def object_counts() -> dict[str, int]:
+    """The object-count limits of every team namespace (settings TEAM_MAX_*)."""
+    return {
+        "count/jobs.batch": settings.TEAM_MAX_JOBS,
+        "count/pods": settings.TEAM_MAX_PODS,
+        "count/secrets": settings.TEAM_MAX_SECRETS,
+        "count/configmaps": settings.TEAM_MAX_CONFIGMAPS,
+        "count/services": settings.TEAM_MAX_SERVICES,
+        "count/persistentvolumeclaims": settings.TEAM_MAX_VOLUME_CLAIMS,
+    }
 
 
 def workload_spec(workload: Workload) -> m.WorkloadSpec:
@@ -148,7 +167,7 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         pod_annotations=annotations,
         sweep_grid=grid,
         notebook_host=settings.NOTEBOOK_HOST,
-        home_claim=home_claim_name(workload),
+        home_claim=home_claim_name(workload) if workload.kind == wl.KIND_NOTEBOOK else "",
         home_size=settings.NOTEBOOK_HOME_SIZE,
     )
 

@@ -12,12 +12,12 @@ import logging
 import secrets
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
@@ -40,7 +40,7 @@ from apps.orchestration.kube import (
     ForeignObjectError,
     Kube,
 )
-from apps.orchestration.models import WorkloadArchive, WorkloadLogArchive
+from apps.orchestration.models import HomeVolume, WorkloadArchive, WorkloadLogArchive
 from apps.orchestration.selectors import (
     GONE_STATES,
     LIVE_STATES,
@@ -399,16 +399,46 @@ def _record_refs(workload: Workload, applied: Iterable[Applied]) -> list[dict[st
     return refs
 
 
+HOME_CLAIM_ATTEMPTS = 20
+
+
+def home_volume_ensure(*, user_id: int, team: Team) -> str:
+    """The name of a person's home volume in a team, chosen and stored on first use.
+
+    Keyed by the user's id; a name already stored for someone else in the team (a volume
+    named by the earlier username scheme) is skipped. Two reconciles racing for the same
+    person both end with the one stored row (the unique constraints decide).
+    """
+    for attempt in range(HOME_CLAIM_ATTEMPTS):
+        stored = (
+            HomeVolume.objects.filter(user_id=user_id, team=team)
+            .values_list("claim", flat=True)
+            .first()
+        )
+        if stored:
+            return stored
+        try:
+            with transaction.atomic():
+                claim = m.home_claim_name(user_id, attempt)
+                HomeVolume.objects.create(user_id=user_id, team=team, claim=claim)
+            return claim
+        except IntegrityError:
+            continue  # taken in this team, or stored for this person meanwhile: read again
+    raise m.ManifestError(f"No free home volume name for user {user_id} in {team.namespace}.")
+
+
 def _ensure_objects(kube: Kube, workload: Workload) -> list[Applied]:
     spec = workload_spec(workload)
     applied: list[Applied] = []
     if workload.kind == wl.KIND_NOTEBOOK:
+        claim = home_volume_ensure(user_id=workload.owner_id, team=workload.team)
+        spec = replace(spec, home_claim=claim)
         applied.append(
             kube.apply(
                 m.home_claim_manifest(
                     namespace=spec.namespace,
                     claim=spec.home_claim,
-                    owner=spec.owner,
+                    owner_id=workload.owner_id,
                     team_slug=spec.team_slug,
                     size=spec.home_size,
                 )
@@ -470,12 +500,22 @@ def workload_reconcile(*, workload_id: int) -> str:
         if workload.state in LIVE_STATES:
             try:
                 applied = _ensure_objects(kube, workload)
-            except (ResourceMappingError, m.ManifestError, ClusterRefused) as exc:
+            except (ResourceMappingError, m.ManifestError, ValueError, ClusterRefused) as exc:
                 # A record the API server rejects (or a foreign object in the way) fails this
-                # workload with the server's words; it never blocks the others.
-                workload_transition(
-                    workload=workload, to_state=wl.FAILED, reason=f"cannot be started: {exc}"
+                # workload with the server's words; it never blocks the others. Ending it
+                # releases its quota; what it got before the refusal is removed at once.
+                failed = workload_transition(
+                    workload=workload,
+                    to_state=wl.FAILED,
+                    reason=f"cannot be started: {exc}",
+                    expected_from=workload.state,
                 )
+                try:
+                    _delete_objects(kube, workload)
+                except ClusterRefused as cleanup:
+                    log.warning("workload %s: cleanup refused: %s", workload_id, cleanup)
+                if failed:
+                    taskqueue.SCHEDULING_CYCLE.send()  # its GPUs are free for the queue
                 return "failed"
             with transaction.atomic():
                 refs = _record_refs(workload, applied)
@@ -553,7 +593,9 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
         except ClusterUnreachable as exc:
             result.unreachable.append(str(exc))
             return result
-        except ClusterError as exc:
+        except (ClusterError, ValueError) as exc:
+            # A record that cannot be reconciled is reported; the pass goes on for the others.
+            log.warning("workload %s: %s", workload_id, exc)
             result.errors.append(f"workload {workload_id}: {exc}")
             continue
         if outcome in ("ensured", "deleted"):
@@ -579,6 +621,9 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
             except ClusterUnreachable as exc:
                 result.unreachable.append(str(exc))
                 return result
+            except ClusterError as exc:
+                # One object the server will not delete does not keep the others.
+                result.errors.append(f"{kind} {meta.get('namespace')}/{meta['name']}: {exc}")
     return result
 
 

@@ -285,6 +285,15 @@ LOG_ARCHIVE_MAX_BYTES_PER_REPLICA = env_int(
 LOG_ARCHIVE_RETENTION_DAYS = env_int("LOG_ARCHIVE_RETENTION_DAYS", 30, minimum=1)
 LOG_ARCHIVE_RETRY_SECONDS = env_int("LOG_ARCHIVE_RETRY_SECONDS", 300, minimum=0)
 
+# Objects a team namespace may hold (one ResourceQuota's count/* keys): whatever its GPU
+# quota, a team cannot fill the cluster's database. A sweep of 256 points is 256 Jobs.
+TEAM_MAX_JOBS = env_int("TEAM_MAX_JOBS", 1000, minimum=1)
+TEAM_MAX_PODS = env_int("TEAM_MAX_PODS", 1000, minimum=1)
+TEAM_MAX_SECRETS = env_int("TEAM_MAX_SECRETS", 200, minimum=1)
+TEAM_MAX_CONFIGMAPS = env_int("TEAM_MAX_CONFIGMAPS", 50, minimum=1)
+TEAM_MAX_SERVICES = env_int("TEAM_MAX_SERVICES", 200, minimum=1)
+TEAM_MAX_VOLUME_CLAIMS = env_int("TEAM_MAX_VOLUME_CLAIMS", 100, minimum=1)
+
 # --- Telemetry (DCGM metrics from Prometheus, accounting, idle policy) -------------------------
 # On when PROMETHEUS_URL is given (or TELEMETRY_ENABLED=true). Idle durations are defaults for
 # GPU classes and teams without their own idle policy (admin → telemetry → idle policies).
