@@ -368,6 +368,7 @@ class _Cycle:
                 gpu_class=c,
                 priority=w.priority,
                 gpu_milli=w.gpu_milli,
+                charged_milli=w.charged_milli,
                 replicas=w.replicas,
                 admitted_at=self.now,
                 placement=placement,

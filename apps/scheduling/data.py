@@ -87,10 +87,13 @@ class RunningWorkload:
     max_runtime_seconds: int | None = None
     name: str = ""
     requeue_on_preemption: bool = True
+    # What one replica is charged (what the cluster grants, ≥ gpu_milli); None: gpu_milli.
+    charged_milli: int | None = None
 
     @property
     def total_milli(self) -> int:
-        return self.gpu_milli * self.replicas
+        """What the workload counts against quotas and fair share: replicas × the charge."""
+        return (self.charged_milli or self.gpu_milli) * self.replicas
 
 
 @dataclass(frozen=True)
@@ -109,10 +112,13 @@ class WaitingWorkload:
     memory_mib: int = 0
     max_runtime_seconds: int | None = None
     name: str = ""
+    # What one replica is charged (what the cluster grants, ≥ gpu_milli); None: gpu_milli.
+    charged_milli: int | None = None
 
     @property
     def total_milli(self) -> int:
-        return self.gpu_milli * self.replicas
+        """What the workload counts against quotas and fair share: replicas × the charge."""
+        return (self.charged_milli or self.gpu_milli) * self.replicas
 
 
 @dataclass(frozen=True)

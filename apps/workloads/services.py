@@ -28,7 +28,7 @@ def workload_request_check(
     errors = rules.request_problems(request, context)
     if errors:
         raise ValidationError(errors)
-    return rules.charge_of(request)
+    return rules.charge_of(request, context.gpu_class)
 
 
 def workload_submit(
@@ -89,6 +89,7 @@ def workload_submit(
             image=image,
             gpu_milli=charge.gpu_milli,
             replicas=charge.replicas,
+            charged_milli=charge.charged_milli,
             priority_class=charge.priority_class,
             command=command or [],
             args=args or [],
