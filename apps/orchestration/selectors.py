@@ -15,6 +15,7 @@ from apps.orchestration import manifests as m
 from apps.quotas.models import TeamQuota
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
+from apps.workloads.selectors import preemption_grace_seconds
 
 # Workloads whose objects should exist, and those whose objects should be gone.
 LIVE_STATES = (wl.ADMITTED, wl.STARTING, wl.RUNNING)
@@ -98,6 +99,12 @@ def home_claim_name(workload: Workload) -> str:
     return f"home-{slug.strip('-')[:50] or workload.owner_id}"
 
 
+def restart_count(workload: Workload) -> int:
+    """Starts of this workload that ended back in the queue: requeues after a preemption or a
+    gang restart (both pass through ``preempted``)."""
+    return workload.events.filter(from_state=wl.PREEMPTED, to_state=wl.QUEUED).count()
+
+
 def workload_spec(workload: Workload) -> m.WorkloadSpec:
     gpu = gpu_class_spec(workload.gpu_class)
     limits = dict(gpu_resources(workload.gpu_milli, gpu).limits)
@@ -144,4 +151,6 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         notebook_host=settings.NOTEBOOK_HOST,
         home_claim=home_claim_name(workload),
         home_size=settings.NOTEBOOK_HOME_SIZE,
+        grace_seconds=preemption_grace_seconds()[workload.priority_class],
+        restart_count=restart_count(workload),
     )

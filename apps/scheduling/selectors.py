@@ -192,10 +192,10 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
         .order_by("id")
     ]
     preempted = [
-        PreemptedWorkload(id=pk, preempted_at=at or now, requeue=requeue)
-        for pk, at, requeue in Workload.objects.filter(state=workload_core.PREEMPTED)
+        PreemptedWorkload(id=pk, preempted_at=at or now, requeue=requeue, priority=priority)
+        for pk, at, requeue, priority in Workload.objects.filter(state=workload_core.PREEMPTED)
         .order_by("id")
-        .values_list("id", "preempted_at", "requeue_on_preemption")
+        .values_list("id", "preempted_at", "requeue_on_preemption", "priority_class")
     ]
     return Snapshot(
         now=now,

@@ -6,6 +6,7 @@ from functools import cache, cached_property
 from typing import Any, cast
 
 import orjson
+from django.conf import settings
 from django.db import connection, models
 from django.db.models import Count, F, Q, QuerySet, Sum
 
@@ -18,6 +19,13 @@ from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import team_quota
 from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload
+
+
+def preemption_grace_seconds() -> dict[str, int]:
+    """Grace period per priority class as configured: the one the scheduler waits for, the pod
+    is given (terminationGracePeriodSeconds) and the preemption message names."""
+    override = settings.SCHEDULING_PREEMPTION_GRACE_SECONDS
+    return {p: core.grace_seconds_for(p, override) for p in core.PRIORITY_ORDER}
 
 
 def workloads_visible_to(user: User) -> QuerySet[Workload]:
