@@ -192,6 +192,12 @@ class WorkloadCreateSerializer(serializers.Serializer):
     retries = serializers.IntegerField(
         default=0, error_messages={"invalid": rules.RETRIES_OUT_OF_RANGE}
     )
+    requeue_on_preemption = serializers.BooleanField(
+        default=True,
+        help_text="Preempted by a higher class: back in the queue after the grace period, "
+        "restarting with the same GPUPAAS_CHECKPOINT_DIR (true), or end there (false).",
+        error_messages={"invalid": rules.REQUEUE_NOT_BOOLEAN},
+    )
     grid = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField(allow_blank=True)),
         required=False,

@@ -181,6 +181,8 @@ class WorkloadRequest:
     max_runtime_seconds: int | None = None
     idle_timeout_seconds: int | None = None
     retries: int = 0
+    # Preempted: back in the queue after the grace period (True) or end there (False).
+    requeue_on_preemption: bool = True
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,8 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
     for key, message in limit_problems(request).items():
         _put(errors, key, message)
     _put(errors, "priority_class", priority_problem(request, leads=context.leads))
+    if not isinstance(request.requeue_on_preemption, bool):
+        _put(errors, "requeue_on_preemption", REQUEUE_NOT_BOOLEAN)
     for key, message in catalog_problems(kind, context).items():
         _put(errors, key, message)
     shape_known = not ({"gpu_milli", "replicas"} & errors.keys()) and not (
@@ -260,6 +264,9 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
         for key, message in capacity_problems(request.gpu_milli, replicas, context).items():
             _put(errors, key, message)
     return errors
+
+
+REQUEUE_NOT_BOOLEAN = "Say true (back in the queue after a preemption) or false (end there)."
 
 
 def charge_of(request: WorkloadRequest, gpu_class: GpuClassFacts) -> Charge:

@@ -48,6 +48,7 @@ def workload_submit(
     max_runtime_seconds: int | None = None,
     idle_timeout_seconds: int | None = None,
     retries: int = 0,
+    requeue_on_preemption: bool = True,
     grid: dict[str, list[str]] | None = None,
     params: dict[str, Any] | None = None,
     source_ip: str | None = None,
@@ -73,6 +74,7 @@ def workload_submit(
         max_runtime_seconds=max_runtime_seconds,
         idle_timeout_seconds=idle_timeout_seconds,
         retries=retries,
+        requeue_on_preemption=requeue_on_preemption,
     )
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
@@ -97,6 +99,7 @@ def workload_submit(
             max_runtime_seconds=max_runtime_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             retries=retries,
+            requeue_on_preemption=requeue_on_preemption,
             params=params,
             state=core.PENDING,
         )
@@ -262,6 +265,7 @@ CLONED_FIELDS = (
     "max_runtime_seconds",
     "idle_timeout_seconds",
     "retries",
+    "requeue_on_preemption",
     "params",
 )
 
