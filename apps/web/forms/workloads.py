@@ -171,7 +171,7 @@ class WorkloadRequestForm(forms.Form):
         label="When preempted",
         choices=(("yes", "Back in the queue, resume from the checkpoint"), ("no", "End it")),
         coerce=lambda value: value != "no",
-        empty_value=True,
+        empty_value="yes",  # left out: requeue, as the API defaults
         required=False,
         initial="yes",
         help_text="A higher class may preempt it; it gets its grace period to save a checkpoint "
