@@ -10,6 +10,7 @@ from apps.accounts.models import Membership, Team, User
 from apps.catalog.models import GpuClass, Image
 from apps.quotas.models import TeamQuota
 from apps.workloads.models import Workload
+from apps.workloads.rules import charged_milli_of
 
 
 class UserFactory(DjangoModelFactory):
@@ -86,6 +87,8 @@ class WorkloadFactory(DjangoModelFactory):
     image = factory.SubFactory(ImageFactory)
     gpu_milli = 1000
     replicas = 1
+    # What submit records: what the class grants one replica.
+    charged_milli = factory.LazyAttribute(lambda w: charged_milli_of(w.gpu_milli, w.gpu_class))
     priority_class = Workload.Priority.TRAINING
     # A request as the rules accept it: jobs and sweeps name their program, notebooks do not.
     command = factory.LazyAttribute(

@@ -20,7 +20,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     gpu_class = serializers.CharField(source="gpu_class.name", read_only=True)
     image = serializers.CharField(source="image.name", read_only=True)
-    total_milli = serializers.IntegerField(read_only=True)
+    total_milli = serializers.IntegerField(
+        read_only=True,
+        help_text="What it is charged: replicas × charged_milli (what the cluster grants).",
+    )
     queue_position = serializers.IntegerField(
         read_only=True, allow_null=True, help_text="Place in the team's queue while waiting."
     )
@@ -40,9 +43,11 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "gpu_class",
             "image",
             "gpu_milli",
+            "charged_milli",
             "replicas",
             "total_milli",
             "priority_class",
+            "requeue_on_preemption",
             "command",
             "args",
             "env",
@@ -100,7 +105,7 @@ def workload_rows(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append(
             {
                 name: (
-                    v["gpu_milli"] * v["replicas"]
+                    v["charged_milli"] * v["replicas"]
                     if key is None
                     else _iso(v[key], tz)
                     if is_datetime
@@ -187,6 +192,12 @@ class WorkloadCreateSerializer(serializers.Serializer):
     retries = serializers.IntegerField(
         default=0, error_messages={"invalid": rules.RETRIES_OUT_OF_RANGE}
     )
+    requeue_on_preemption = serializers.BooleanField(
+        default=True,
+        help_text="Preempted by a higher class: back in the queue after the grace period, "
+        "restarting with the same GPUPAAS_CHECKPOINT_DIR (true), or end there (false).",
+        error_messages={"invalid": rules.REQUEUE_NOT_BOOLEAN},
+    )
     grid = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField(allow_blank=True)),
         required=False,
@@ -223,8 +234,14 @@ class WorkloadCheckSerializer(serializers.Serializer):
     gpu_class = serializers.CharField()
     image = serializers.CharField()
     gpu_milli = serializers.IntegerField(help_text="Per replica.")
+    charged_milli = serializers.IntegerField(
+        help_text="Per replica, what the cluster grants: whole time slices, the MIG profile, "
+        "whole GPUs; never less than gpu_milli."
+    )
     replicas = serializers.IntegerField(help_text="A sweep: the points of its grid.")
-    total_milli = serializers.IntegerField(help_text="What it is charged: replicas × gpu_milli.")
+    total_milli = serializers.IntegerField(
+        help_text="What it is charged: replicas × charged_milli."
+    )
     priority_class = serializers.CharField()
 
 

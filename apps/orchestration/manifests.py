@@ -47,13 +47,8 @@ PRIORITY_DESCRIPTIONS = {
     wl.PRIORITY_DEVELOPMENT: "gpupaas development: notebooks; preempted by training, production.",
     wl.PRIORITY_BATCH: "gpupaas batch: sweeps on idle GPUs; preempted by any higher class.",
 }
-# Time a preempted pod gets to checkpoint before it is killed.
-GRACE_SECONDS = {
-    wl.PRIORITY_PRODUCTION: 60,
-    wl.PRIORITY_TRAINING: 120,
-    wl.PRIORITY_DEVELOPMENT: 30,
-    wl.PRIORITY_BATCH: 30,
-}
+# Where a job's checkpoint and output directories live: the team's shared volume.
+TEAM_MOUNT = "/team"
 NOTEBOOK_PORT = 8888
 RENDEZVOUS_PORT = 29500
 
@@ -289,6 +284,11 @@ class WorkloadSpec:
     notebook_host: str = ""
     home_claim: str = ""
     home_size: str = "20Gi"
+    # Seconds a preempted pod gets to checkpoint (as configured; the scheduler waits as long).
+    # None: the class's default.
+    grace_seconds: int | None = None
+    # Earlier starts of this workload that ended in a requeue (preemption, gang restart).
+    restart_count: int = 0
 
     @property
     def base_name(self) -> str:
@@ -413,7 +413,7 @@ def _pod_spec(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "priorityClassName": priority_class_name(spec.priority_class),
-        "terminationGracePeriodSeconds": GRACE_SECONDS[spec.priority_class],
+        "terminationGracePeriodSeconds": grace_seconds(spec),
         "restartPolicy": restart_policy,
         "securityContext": _pod_security(),
         "affinity": _affinity(spec, [p.node for p in placements]),
@@ -424,6 +424,45 @@ def _pod_spec(
     if subdomain:
         pod["subdomain"] = subdomain
     return pod
+
+
+def grace_seconds(spec: WorkloadSpec) -> int:
+    """The pod's terminationGracePeriodSeconds: the grace the scheduler waits for."""
+    if spec.grace_seconds is not None:
+        return spec.grace_seconds
+    return wl.grace_seconds_for(spec.priority_class)
+
+
+def job_data_dirs(spec: WorkloadSpec, point: int | None = None) -> dict[str, str]:
+    """GPUPAAS_CHECKPOINT_DIR and GPUPAAS_OUTPUT_DIR of a job (per point of a sweep): the same
+    on every start of the workload, so a requeued job resumes from its checkpoint. The one
+    place these paths are named."""
+    suffix = f"{spec.base_name}" + (f"/point-{point}" if point is not None else "")
+    return {
+        "GPUPAAS_CHECKPOINT_DIR": f"{TEAM_MOUNT}/checkpoints/{suffix}",
+        "GPUPAAS_OUTPUT_DIR": f"{TEAM_MOUNT}/outputs/{suffix}",
+    }
+
+
+def _job_env(
+    spec: WorkloadSpec, env: Mapping[str, str], point: int | None = None
+) -> dict[str, str]:
+    """The user's environment plus what the platform tells every job (the platform's wins)."""
+    return {
+        **env,
+        **job_data_dirs(spec, point),
+        "GPUPAAS_RESTART_COUNT": str(spec.restart_count),
+    }
+
+
+def _team_volume(container: dict[str, Any]) -> list[dict[str, Any]]:
+    """Mount the directory the data paths of job_data_dirs live under at TEAM_MOUNT.
+
+    Until the team's shared volume is mounted here, this is a pod-local emptyDir: the paths
+    are stable across restarts, the files on them are not.
+    """
+    container.setdefault("volumeMounts", []).append({"name": "team", "mountPath": TEAM_MOUNT})
+    return [{"name": "team", "emptyDir": {}}]
 
 
 def _container(spec: WorkloadSpec, name: str, env: Mapping[str, str]) -> dict[str, Any]:
@@ -497,9 +536,11 @@ def training_manifests(spec: WorkloadSpec) -> list[Manifest]:
     name = spec.base_name
     labels = spec.labels
     annotations = _pod_annotations(spec, spec.placement)
-    env = dict(spec.env)
+    env = _job_env(spec, spec.env)
     if spec.replicas == 1:
-        pod = _pod_spec(spec, _container(spec, "main", env), spec.placement, restart_policy="Never")
+        container = _container(spec, "main", env)
+        volumes = _team_volume(container)
+        pod = _pod_spec(spec, container, spec.placement, restart_policy="Never", volumes=volumes)
         return [_job(spec, name, labels, pod, annotations)]
     nodes = {p.node for p in spec.placement}
     if spec.placement and len(nodes) < spec.replicas:
@@ -526,7 +567,10 @@ def training_manifests(spec: WorkloadSpec) -> list[Manifest]:
         for rank in ("NODE_RANK", "PET_NODE_RANK")
     )
     container["ports"] = [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}]
-    pod = _pod_spec(spec, container, spec.placement, restart_policy="Never", subdomain=name)
+    volumes = _team_volume(container)
+    pod = _pod_spec(
+        spec, container, spec.placement, restart_policy="Never", volumes=volumes, subdomain=name
+    )
     service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -578,9 +622,9 @@ def sweep_manifests(spec: WorkloadSpec) -> list[Manifest]:
         labels = {**spec.labels, LABEL_SWEEP_POINT: str(index)}
         env = {**spec.env, "SWEEP_INDEX": str(index), **{_env_key(k): v for k, v in point.items()}}
         point_spec = _with(spec, replicas=1)
-        pod = _pod_spec(
-            point_spec, _container(point_spec, "main", env), placement, restart_policy="Never"
-        )
+        container = _container(point_spec, "main", _job_env(spec, env, index))
+        volumes = _team_volume(container)
+        pod = _pod_spec(point_spec, container, placement, restart_policy="Never", volumes=volumes)
         manifests.append(
             _job(
                 point_spec,

@@ -21,6 +21,7 @@ from apps.orchestration.models import HomeVolume, WorkloadArchive, WorkloadLogAr
 from apps.quotas.models import TeamQuota
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
+from apps.workloads.selectors import preemption_grace_seconds
 
 # Workloads whose objects should exist, and those whose objects should be gone.
 LIVE_STATES = (wl.ADMITTED, wl.STARTING, wl.RUNNING)
@@ -123,6 +124,12 @@ def object_counts() -> dict[str, int]:
     }
 
 
+def restart_count(workload: Workload) -> int:
+    """Starts of this workload that ended back in the queue: requeues after a preemption or a
+    gang restart (both pass through ``preempted``)."""
+    return workload.events.filter(from_state=wl.PREEMPTED, to_state=wl.QUEUED).count()
+
+
 def workload_spec(workload: Workload) -> m.WorkloadSpec:
     gpu = gpu_class_spec(workload.gpu_class)
     limits = dict(gpu_resources(workload.gpu_milli, gpu).limits)
@@ -169,6 +176,8 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         notebook_host=settings.NOTEBOOK_HOST,
         home_claim=home_claim_name(workload) if workload.kind == wl.KIND_NOTEBOOK else "",
         home_size=settings.NOTEBOOK_HOME_SIZE,
+        grace_seconds=preemption_grace_seconds()[workload.priority_class],
+        restart_count=restart_count(workload),
     )
 
 

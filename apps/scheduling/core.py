@@ -31,6 +31,7 @@ from apps.scheduling.data import (
     Placement,
     Policy,
     Preemption,
+    PreemptionEnd,
     Quota,
     Rejection,
     Requeue,
@@ -209,6 +210,7 @@ class _Cycle:
             preemptions=tuple(self.preemptions),
             waiting=tuple(waiting),
             requeues=tuple(requeues),
+            ended=tuple(self._ended()),
             borrowed_changes=tuple(self._borrowed_changes()),
             rejections=tuple(self.rejections),
         )
@@ -235,13 +237,30 @@ class _Cycle:
         )
 
     def _requeues(self) -> list[Requeue]:
-        out = []
+        return [r for r in self._after_grace() if isinstance(r, Requeue)]
+
+    def _ended(self) -> list[PreemptionEnd]:
+        return [r for r in self._after_grace() if isinstance(r, PreemptionEnd)]
+
+    def _after_grace(self) -> list[Requeue | PreemptionEnd]:
+        """Preempted workloads whose grace period is over: back in the queue, or ended when
+        their owner chose not to requeue them."""
+        out: list[Requeue | PreemptionEnd] = []
         for p in sorted(self.s.preempted, key=lambda p: p.id):
-            if p.requeue and (self.now - p.preempted_at).total_seconds() >= (
-                self.policy.grace_seconds
-            ):
+            grace = self.policy.grace_for(p.priority)
+            if (self.now - p.preempted_at).total_seconds() < grace:
+                continue
+            if p.requeue:
                 out.append(
                     Requeue(p.id, "Back in the queue after preemption; it starts again in turn.")
+                )
+            else:
+                out.append(
+                    PreemptionEnd(
+                        p.id,
+                        "Preempted, and you chose not to requeue it: it ends here. Its "
+                        "checkpoint directory is kept; resubmit when you are ready.",
+                    )
                 )
         return out
 
@@ -352,7 +371,8 @@ class _Cycle:
         if victims:
             reason += (
                 f" It starts when {len(victims)} preempted workload(s) have released their GPUs "
-                f"(grace period {self.policy.grace_seconds} s)."
+                f"(grace period up to {max(self.policy.grace_for(v.priority) for v in victims)}"
+                " s)."
             )
         if borrowed:
             reason += (
@@ -368,6 +388,7 @@ class _Cycle:
                 gpu_class=c,
                 priority=w.priority,
                 gpu_milli=w.gpu_milli,
+                charged_milli=w.charged_milli,
                 replicas=w.replicas,
                 admitted_at=self.now,
                 placement=placement,
@@ -465,10 +486,12 @@ class _Cycle:
             why = (
                 f"{w.team} is below its guarantee and reclaims capacity that {victim.team} borrowed"
             )
+        grace = self.policy.grace_for(victim.priority)
         then = (
-            f"It returns to the queue after the {self.policy.grace_seconds} s grace period."
+            f"It has {grace} s to save a checkpoint, then returns to the queue."
             if victim.requeue_on_preemption
-            else "You chose not to requeue it; resubmit when you are ready."
+            else f"It has {grace} s to save a checkpoint; you chose not to requeue it, so it "
+            "ends then."
         )
         return Preemption(
             workload_id=victim.id,
@@ -476,7 +499,7 @@ class _Cycle:
             rule=rule,
             reason=f"Preempted for {who}, which needs {needs}: {why}. {then}",
             requeue=victim.requeue_on_preemption,
-            grace_seconds=self.policy.grace_seconds,
+            grace_seconds=grace,
         )
 
     # --- borrowed flags --------------------------------------------------------------

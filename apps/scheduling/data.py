@@ -17,6 +17,7 @@ from apps.catalog.core import GpuClassSpec
 
 # The priority classes and their order have one home, apps.workloads.core; the scheduler
 # keeps its short names for them.
+from apps.workloads.core import PREEMPTION_GRACE_SECONDS, grace_seconds_for
 from apps.workloads.core import PRIORITY_BATCH as BATCH
 from apps.workloads.core import PRIORITY_DEVELOPMENT as DEVELOPMENT
 from apps.workloads.core import PRIORITY_ORDER as PRIORITY_ORDER
@@ -87,10 +88,13 @@ class RunningWorkload:
     max_runtime_seconds: int | None = None
     name: str = ""
     requeue_on_preemption: bool = True
+    # What one replica is charged (what the cluster grants, ≥ gpu_milli); None: gpu_milli.
+    charged_milli: int | None = None
 
     @property
     def total_milli(self) -> int:
-        return self.gpu_milli * self.replicas
+        """What the workload counts against quotas and fair share: replicas × the charge."""
+        return (self.charged_milli or self.gpu_milli) * self.replicas
 
 
 @dataclass(frozen=True)
@@ -109,10 +113,13 @@ class WaitingWorkload:
     memory_mib: int = 0
     max_runtime_seconds: int | None = None
     name: str = ""
+    # What one replica is charged (what the cluster grants, ≥ gpu_milli); None: gpu_milli.
+    charged_milli: int | None = None
 
     @property
     def total_milli(self) -> int:
-        return self.gpu_milli * self.replicas
+        """What the workload counts against quotas and fair share: replicas × the charge."""
+        return (self.charged_milli or self.gpu_milli) * self.replicas
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,7 @@ class PreemptedWorkload:
     id: int
     preempted_at: datetime
     requeue: bool
+    priority: str = ""  # its class decides its grace period
 
 
 @dataclass(frozen=True)
@@ -160,11 +168,21 @@ class Policy:
             {PRODUCTION: 0, TRAINING: 600, DEVELOPMENT: 300, BATCH: 120}
         )
     )
-    grace_seconds: int = 30
+    # Seconds a preempted workload gets to checkpoint before its GPUs are free: per priority
+    # class (workloads.core.PREEMPTION_GRACE_SECONDS, as configured), or one number for all.
+    grace_seconds: int | Mapping[str, int] = field(
+        default_factory=lambda: _frozen_map(PREEMPTION_GRACE_SECONDS)
+    )
     # Weight of the decayed past usage against the current allocation in fair share.
     past_usage_weight: float = 1.0
     # How many waiting workloads get advice (the rest get a reason and an estimate).
     advice_limit: int = 500
+
+    def grace_for(self, priority: str) -> int:
+        """The grace period a preempted workload of ``priority`` gets."""
+        if isinstance(self.grace_seconds, int):
+            return self.grace_seconds
+        return self.grace_seconds.get(priority, grace_seconds_for(priority))
 
 
 @dataclass(frozen=True)
@@ -221,6 +239,14 @@ class Requeue:
 
 
 @dataclass(frozen=True)
+class PreemptionEnd:
+    """A preempted workload whose owner chose not to requeue it: it ends after its grace."""
+
+    workload_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class Rejection:
     """A waiting workload that can never run as asked (e.g. the quota shrank below it)."""
 
@@ -234,6 +260,7 @@ class CycleResult:
     preemptions: tuple[Preemption, ...]
     waiting: tuple[Waiting, ...]
     requeues: tuple[Requeue, ...] = ()
+    ended: tuple[PreemptionEnd, ...] = ()
     # Running workloads whose borrowed flag changes (e.g. now within the guarantee).
     borrowed_changes: tuple[tuple[int, bool], ...] = ()
     rejections: tuple[Rejection, ...] = ()

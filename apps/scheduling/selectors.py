@@ -112,6 +112,7 @@ def _running(w: Workload, now: datetime) -> RunningWorkload:
         gpu_class=w.gpu_class.name,
         priority=w.priority_class,
         gpu_milli=w.gpu_milli,
+        charged_milli=w.charged_milli,
         replicas=w.replicas,
         admitted_at=w.admitted_at or w.created_at or now,
         placement=placement_from_json(w.placement),
@@ -132,6 +133,7 @@ def _waiting(w: Workload) -> WaitingWorkload:
         gpu_class=w.gpu_class.name,
         priority=w.priority_class,
         gpu_milli=w.gpu_milli,
+        charged_milli=w.charged_milli,
         replicas=w.replicas,
         submitted_at=w.queued_at or w.created_at,
         cpu_milli=w.cpu_milli,
@@ -150,7 +152,7 @@ def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str]
         .values_list(
             "team__name",
             "gpu_class__name",
-            "gpu_milli",
+            "charged_milli",
             "replicas",
             "admitted_at",
             "finished_at",
@@ -190,10 +192,10 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
         .order_by("id")
     ]
     preempted = [
-        PreemptedWorkload(id=pk, preempted_at=at or now, requeue=requeue)
-        for pk, at, requeue in Workload.objects.filter(state=workload_core.PREEMPTED)
+        PreemptedWorkload(id=pk, preempted_at=at or now, requeue=requeue, priority=priority)
+        for pk, at, requeue, priority in Workload.objects.filter(state=workload_core.PREEMPTED)
         .order_by("id")
-        .values_list("id", "preempted_at", "requeue_on_preemption")
+        .values_list("id", "preempted_at", "requeue_on_preemption", "priority_class")
     ]
     return Snapshot(
         now=now,

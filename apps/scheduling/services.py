@@ -16,6 +16,7 @@ from apps.scheduling import core, handoff, selectors
 from apps.scheduling.data import BATCH, DEVELOPMENT, PRODUCTION, TRAINING, CycleResult, Policy
 from apps.workloads import core as workload_core
 from apps.workloads.models import Workload
+from apps.workloads.selectors import preemption_grace_seconds
 from apps.workloads.services import workload_transition
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def scheduling_policy() -> Policy:
             DEVELOPMENT: settings.SCHEDULING_MIN_RUNTIME_DEVELOPMENT_SECONDS,
             BATCH: settings.SCHEDULING_MIN_RUNTIME_BATCH_SECONDS,
         },
-        grace_seconds=settings.SCHEDULING_PREEMPTION_GRACE_SECONDS,
+        grace_seconds=preemption_grace_seconds(),
     )
 
 
@@ -89,6 +90,7 @@ def _persist(
     ids |= {p.workload_id for p in result.preemptions}
     ids |= {w.workload_id for w in result.waiting}
     ids |= {r.workload_id for r in result.requeues}
+    ids |= {e.workload_id for e in result.ended}
     ids |= {r.workload_id for r in result.rejections}
     rows = Workload.objects.in_bulk(sorted(ids))
     clusters = {c.name: c for c in Cluster.objects.all()}
@@ -159,6 +161,17 @@ def _persist(
             extra={"placement": {}, "cluster": None},
         ):
             requeued.append(w.pk)
+
+    for e in result.ended:
+        w = rows.get(e.workload_id)
+        if w is not None:
+            workload_transition(
+                workload=w,
+                to_state=workload_core.FAILED,
+                reason=e.reason,
+                expected_from=workload_core.PREEMPTED,
+                extra={"finished_at": now},
+            )
 
     changed: list[Workload] = []
     for info in result.waiting:

@@ -285,8 +285,8 @@ def workload_series(
     # On a shared GPU each pod's series is its share of the whole GPU: show it relative to what
     # the workload was allocated, as accounting does.
     scale = 100.0
-    if workload.gpu_class.sharing_mode in ("timeslice", "hami") and workload.gpu_milli < 1000:
-        scale = 100.0 * 1000 / workload.gpu_milli
+    if workload.gpu_class.sharing_mode in ("timeslice", "hami") and workload.charged_milli < 1000:
+        scale = 100.0 * 1000 / workload.charged_milli
     util_rows = client.query_range(f"clamp_max(avg({active}) * {scale:g}, 100)", start, end, step)
     mem_rows = client.query_range(f"sum({memory})", start, end, step)
     points: dict[float, dict[str, float]] = defaultdict(dict)

@@ -95,7 +95,9 @@ def pod_index_from_clusters(
     workloads = {
         pk: (namespace, milli)
         for pk, namespace, milli in Workload.objects.filter(pk__in=ids).values_list(
-            "pk", "team__namespace", "gpu_milli"
+            "pk",
+            "team__namespace",
+            "charged_milli",  # what each pod is granted
         )
     }
     pods: list[dict[str, Any]] = []
@@ -216,6 +218,7 @@ class Held:
     owner_id: int
     gpu_class_id: int
     gpu_milli: int
+    charged_milli: int
     replicas: int
     started_at: datetime | None
     finished_at: datetime | None
@@ -223,7 +226,8 @@ class Held:
 
     @property
     def total_milli(self) -> int:
-        return self.gpu_milli * self.replicas
+        """What it holds and is charged: what the cluster grants (``replicas × charged_milli``)."""
+        return self.charged_milli * self.replicas
 
     def get_kind_display(self) -> str:
         return str(dict(Workload.Kind.choices).get(self.kind, self.kind))

@@ -65,6 +65,26 @@ PRIORITY_ORDER: tuple[str, ...] = (
     PRIORITY_BATCH,
 )
 
+# Seconds a preempted pod of each class gets to checkpoint before it is killed: its
+# terminationGracePeriodSeconds, the time the scheduler waits before requeueing it, and the
+# number its preemption message names. Settings may set one number for every class
+# (SCHEDULING_PREEMPTION_GRACE_SECONDS); apps.workloads.selectors.preemption_grace_seconds
+# applies it.
+PREEMPTION_GRACE_SECONDS: dict[str, int] = {
+    PRIORITY_PRODUCTION: 60,
+    PRIORITY_TRAINING: 120,
+    PRIORITY_DEVELOPMENT: 30,
+    PRIORITY_BATCH: 30,
+}
+
+
+def grace_seconds_for(priority: str, override: int | None = None) -> int:
+    """The grace period of ``priority`` (the longest one for an unknown class)."""
+    if override is not None:
+        return override
+    return PREEMPTION_GRACE_SECONDS.get(priority, max(PREEMPTION_GRACE_SECONDS.values()))
+
+
 # The class a kind runs in unless asked otherwise; for members also the highest they may use.
 DEFAULT_PRIORITY = {
     KIND_NOTEBOOK: PRIORITY_DEVELOPMENT,

@@ -51,6 +51,12 @@ class Workload(models.Model):
         "GPU per replica (milli-GPU)", validators=[MinValueValidator(1)]
     )
     replicas = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    # What the cluster grants one replica of ``gpu_milli`` on the class (whole time slices, the
+    # MIG profile, whole GPUs), fixed at submit: quota, capacity, fair share and chargeback
+    # count this, never less (rules.charge_of).
+    charged_milli = models.PositiveIntegerField(
+        "charged per replica (milli-GPU)", validators=[MinValueValidator(1)]
+    )
     priority_class = models.CharField(max_length=16, choices=Priority.choices)
     image = models.ForeignKey(Image, on_delete=models.PROTECT, related_name="workloads")
     command = models.JSONField(default=list, blank=True)
@@ -137,6 +143,12 @@ class Workload(models.Model):
 
     @property
     def total_milli(self) -> int:
+        """What the workload is charged: ``replicas × charged_milli``."""
+        return self.charged_milli * self.replicas
+
+    @property
+    def requested_milli(self) -> int:
+        """What was asked for: ``replicas × gpu_milli``."""
         return self.gpu_milli * self.replicas
 
     @property

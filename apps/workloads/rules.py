@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from apps.catalog import core as catalog_core
+from apps.catalog.core import GpuClassSpec
+from apps.catalog.resources import ResourceMappingError, charged_milli
 from apps.quotas.core import format_milli
 from apps.workloads import core
 
@@ -105,6 +107,32 @@ class GpuClassFacts(Protocol):
     def mig_profiles(self) -> Sequence[str]: ...
     @property
     def enabled(self) -> bool: ...
+    @property
+    def timeslice_replicas(self) -> int | None: ...
+    @property
+    def hami_split_count(self) -> int | None: ...
+
+
+def class_spec_of(gpu_class: GpuClassFacts) -> GpuClassSpec:
+    """The facts of a class as the catalog's plain spec (what the resource mapping reads)."""
+    return GpuClassSpec(
+        name=gpu_class.name,
+        sharing_mode=gpu_class.sharing_mode,
+        memory_mib=gpu_class.memory_mib,
+        timeslice_replicas=gpu_class.timeslice_replicas,
+        mig_profiles=tuple(gpu_class.mig_profiles or ()),
+        hami_split_count=gpu_class.hami_split_count,
+        enabled=gpu_class.enabled,
+    )
+
+
+def charged_milli_of(gpu_milli: int, gpu_class: GpuClassFacts) -> int:
+    """Milli-GPU one replica is charged on ``gpu_class``: what the cluster grants it (never
+    less than asked); the request itself when the class cannot express it (refused anyway)."""
+    try:
+        return charged_milli(gpu_milli, class_spec_of(gpu_class))
+    except ResourceMappingError:
+        return gpu_milli
 
 
 class ImageFacts(Protocol):
@@ -153,6 +181,8 @@ class WorkloadRequest:
     max_runtime_seconds: int | None = None
     idle_timeout_seconds: int | None = None
     retries: int = 0
+    # Preempted: back in the queue after the grace period (True) or end there (False).
+    requeue_on_preemption: bool = True
 
 
 @dataclass(frozen=True)
@@ -173,15 +203,18 @@ class Context:
 
 @dataclass(frozen=True)
 class Charge:
-    """What an accepted request records and is charged: ``replicas × gpu_milli``."""
+    """What an accepted request records and is charged: ``replicas × charged_milli``, where
+    ``charged_milli`` is what the cluster grants one replica of ``gpu_milli`` (DESIGN.md:
+    whole time slices, the MIG profile, whole GPUs; see ``apps.catalog.resources``)."""
 
     gpu_milli: int
     replicas: int
     priority_class: str
+    charged_milli: int
 
     @property
     def total_milli(self) -> int:
-        return self.gpu_milli * self.replicas
+        return self.charged_milli * self.replicas
 
 
 # --- the rule set ------------------------------------------------------------------------------
@@ -219,6 +252,8 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
     for key, message in limit_problems(request).items():
         _put(errors, key, message)
     _put(errors, "priority_class", priority_problem(request, leads=context.leads))
+    if not isinstance(request.requeue_on_preemption, bool):
+        _put(errors, "requeue_on_preemption", REQUEUE_NOT_BOOLEAN)
     for key, message in catalog_problems(kind, context).items():
         _put(errors, key, message)
     shape_known = not ({"gpu_milli", "replicas"} & errors.keys()) and not (
@@ -231,11 +266,15 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
     return errors
 
 
-def charge_of(request: WorkloadRequest) -> Charge:
-    """What an accepted request (no problems) is recorded and charged as."""
+REQUEUE_NOT_BOOLEAN = "Say true (back in the queue after a preemption) or false (end there)."
+
+
+def charge_of(request: WorkloadRequest, gpu_class: GpuClassFacts) -> Charge:
+    """What an accepted request (no problems) on ``gpu_class`` is recorded and charged as."""
     replicas = replicas_of(request)
     assert replicas is not None, "only for accepted requests"
-    return Charge(request.gpu_milli, replicas, priority_of(request))
+    charged = charged_milli_of(request.gpu_milli, gpu_class)
+    return Charge(request.gpu_milli, replicas, priority_of(request), charged)
 
 
 def replicas_of(request: WorkloadRequest) -> int | None:
@@ -530,7 +569,14 @@ def capacity_problems(gpu_milli: int, replicas: int, context: Context) -> dict[s
                 f"No {gpu_class.name} node has {context.memory_mib} MiB of memory to give one "
                 "replica."
             )
-    total = gpu_milli * replicas
+    charged = charged_milli_of(gpu_milli, gpu_class)
+    total = charged * replicas
+    asks = (
+        f"This asks for {format_milli(total)} GPU of {gpu_class.name}"
+        if charged == gpu_milli
+        else f"This is charged {format_milli(total)} GPU of {gpu_class.name} (what the "
+        "cluster grants)"
+    )
     quota = context.quota
     limit = quota.limit_milli if quota else 0
     if limit <= 0:
@@ -541,14 +587,13 @@ def capacity_problems(gpu_milli: int, replicas: int, context: Context) -> dict[s
         _put(
             errors,
             "gpu_milli",
-            f"This asks for {format_milli(total)} GPU of {gpu_class.name}, more than "
-            f"{context.team}'s limit of {format_milli(limit)} GPU.",
+            f"{asks}, more than {context.team}'s limit of {format_milli(limit)} GPU.",
         )
     elif quota and quota.per_user_cap_milli is not None and total > quota.per_user_cap_milli:
         _put(
             errors,
             "gpu_milli",
-            f"This asks for {format_milli(total)} GPU of {gpu_class.name}, more than the "
-            f"per-user cap of {format_milli(quota.per_user_cap_milli)} GPU in {context.team}.",
+            f"{asks}, more than the per-user cap of "
+            f"{format_milli(quota.per_user_cap_milli)} GPU in {context.team}.",
         )
     return errors

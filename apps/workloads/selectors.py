@@ -6,6 +6,7 @@ from functools import cache, cached_property
 from typing import Any, cast
 
 import orjson
+from django.conf import settings
 from django.db import connection, models
 from django.db.models import Count, F, Q, QuerySet, Sum
 
@@ -18,6 +19,13 @@ from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import team_quota
 from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload
+
+
+def preemption_grace_seconds() -> dict[str, int]:
+    """Grace period per priority class as configured: the one the scheduler waits for, the pod
+    is given (terminationGracePeriodSeconds) and the preemption message names."""
+    override = settings.SCHEDULING_PREEMPTION_GRACE_SECONDS
+    return {p: core.grace_seconds_for(p, override) for p in core.PRIORITY_ORDER}
 
 
 def workloads_visible_to(user: User) -> QuerySet[Workload]:
@@ -377,7 +385,8 @@ class QuotaUsage:
 
 
 def quota_usage_for_teams(teams: Iterable[Team]) -> list[QuotaUsage]:
-    """Each quota of these teams with the milli-GPU their admitted and running workloads hold.
+    """Each quota of these teams with the milli-GPU their admitted and running workloads are
+    charged (what the cluster grants them, ``replicas × charged_milli``).
 
     Two queries whatever the number of teams and classes.
     """
@@ -388,7 +397,7 @@ def quota_usage_for_teams(teams: Iterable[Team]) -> list[QuotaUsage]:
     used: dict[tuple[int, int], int] = {}
     active = Workload.objects.filter(
         team_id__in=team_ids, state__in=core.ACTIVE_STATES
-    ).values_list("team_id", "gpu_class_id", "gpu_milli", "replicas")
+    ).values_list("team_id", "gpu_class_id", "charged_milli", "replicas")
     for team_id, class_id, milli, replicas in active:
         used[(team_id, class_id)] = used.get((team_id, class_id), 0) + milli * replicas
     return [
@@ -472,7 +481,8 @@ def gpu_class_capacity(classes: QuerySet[GpuClass] | None = None) -> list[GpuCla
 
     Capacity is the GPUs of ready, schedulable nodes of enabled clusters in the inventory;
     a class with no node in the inventory falls back to its admin-entered ``capacity_gpus``.
-    Used is what admitted, starting and running workloads hold (``replicas × gpu_milli``).
+    Used is what admitted, starting and running workloads are charged, which is what the
+    cluster grants them (``replicas × charged_milli``).
     """
     chosen = list(classes if classes is not None else gpu_classes_offered())
     ids = [c.pk for c in chosen]
@@ -487,7 +497,7 @@ def gpu_class_capacity(classes: QuerySet[GpuClass] | None = None) -> list[GpuCla
     used = dict(
         Workload.objects.filter(gpu_class_id__in=ids, state__in=core.ACTIVE_STATES)
         .values("gpu_class_id")
-        .annotate(milli=Sum(F("gpu_milli") * F("replicas")))
+        .annotate(milli=Sum(F("charged_milli") * F("replicas")))
         .values_list("gpu_class_id", "milli")
     )
     result = []

@@ -28,7 +28,7 @@ def workload_request_check(
     errors = rules.request_problems(request, context)
     if errors:
         raise ValidationError(errors)
-    return rules.charge_of(request)
+    return rules.charge_of(request, context.gpu_class)
 
 
 def workload_submit(
@@ -48,6 +48,7 @@ def workload_submit(
     max_runtime_seconds: int | None = None,
     idle_timeout_seconds: int | None = None,
     retries: int = 0,
+    requeue_on_preemption: bool = True,
     grid: dict[str, list[str]] | None = None,
     params: dict[str, Any] | None = None,
     source_ip: str | None = None,
@@ -73,6 +74,7 @@ def workload_submit(
         max_runtime_seconds=max_runtime_seconds,
         idle_timeout_seconds=idle_timeout_seconds,
         retries=retries,
+        requeue_on_preemption=requeue_on_preemption,
     )
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
@@ -89,6 +91,7 @@ def workload_submit(
             image=image,
             gpu_milli=charge.gpu_milli,
             replicas=charge.replicas,
+            charged_milli=charge.charged_milli,
             priority_class=charge.priority_class,
             command=command or [],
             args=args or [],
@@ -96,6 +99,7 @@ def workload_submit(
             max_runtime_seconds=max_runtime_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             retries=retries,
+            requeue_on_preemption=requeue_on_preemption,
             params=params,
             state=core.PENDING,
         )
@@ -261,6 +265,7 @@ CLONED_FIELDS = (
     "max_runtime_seconds",
     "idle_timeout_seconds",
     "retries",
+    "requeue_on_preemption",
     "params",
 )
 

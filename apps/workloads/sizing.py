@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from apps.catalog import core as catalog_core
-from apps.catalog.resources import GpuClassSpec, ResourceMappingError, gpu_resources
+from apps.catalog.resources import GpuClassSpec, ResourceMappingError, charged_milli, gpu_resources
 
 PRECISION_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp8": 1.0, "int4": 0.5}
 PRECISION_LABELS: dict[str, str] = {
@@ -189,7 +189,7 @@ def _smallest_fit(needed_mib: int, sc: SizingClass) -> SizingOption | None:
             gpu_class=gpu.name,
             gpu_milli=milli,
             memory_mib=memory,
-            hourly_cost=round(sc.hourly_cost * milli / 1000, 4),
+            hourly_cost=round(sc.hourly_cost * charged_milli(milli, gpu) / 1000, 4),  # as billed
             description=resources.description,
             memory_isolated=resources.memory_isolated,
         )

@@ -127,6 +127,13 @@ ClassOpt = Annotated[str | None, typer.Option("--gpu-class", "-c", help="e.g. H1
 ImageOpt = Annotated[str | None, typer.Option(help="Image name (see `gpupaas images`).")]
 GpuOpt = Annotated[float | None, typer.Option(help="GPUs per replica: 0.5, 1, 2 …")]
 PriorityOpt = Annotated[str | None, typer.Option("--priority", help="Priority class.")]
+RequeueOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--requeue/--no-requeue",
+        help="When preempted: back in the queue, resuming from the checkpoint (default), or end.",
+    ),
+]
 EnvOpt = Annotated[list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE (repeat).")]
 KeyOpt = Annotated[
     str | None,
@@ -221,6 +228,7 @@ def submit_job(
     replicas: Annotated[int | None, typer.Option(help="Nodes (replicas); default 1.")] = None,
     max_runtime: Annotated[int | None, typer.Option(help="Stop after this many seconds.")] = None,
     retries: Annotated[int | None, typer.Option(help="Retries after a failure.")] = None,
+    requeue: RequeueOpt = None,
     priority: PriorityOpt = None,
     env: EnvOpt = None,
     file: FileOpt = None,
@@ -242,6 +250,7 @@ def submit_job(
         replicas=replicas,
         max_runtime_seconds=max_runtime,
         retries=retries,
+        requeue=requeue,
         priority_class=priority,
         env=env,
     )
@@ -260,6 +269,7 @@ def submit_sweep(
     image: ImageOpt = None,
     team: TeamOpt = None,
     max_runtime: Annotated[int | None, typer.Option(help="Per job, in seconds.")] = None,
+    requeue: RequeueOpt = None,
     env: EnvOpt = None,
     file: FileOpt = None,
     key: KeyOpt = None,
@@ -279,6 +289,7 @@ def submit_sweep(
         image=image,
         team=team,
         max_runtime_seconds=max_runtime,
+        requeue=requeue,
         env=env,
     )
 

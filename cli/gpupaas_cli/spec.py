@@ -41,6 +41,7 @@ FIELDS = {
     "max_runtime_seconds",
     "idle_timeout_seconds",
     "retries",
+    "requeue",
     "grid",
 }
 
@@ -126,6 +127,13 @@ def build_request(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict
         if not isinstance(merged["env"], Mapping):
             raise SpecError("env must be a mapping of NAME: value.")
         merged["env"] = {str(k): str(v) for k, v in merged["env"].items()}
+    if "requeue" in merged:
+        requeue = merged.pop("requeue")
+        if not isinstance(requeue, bool):
+            raise SpecError(
+                "requeue must be true (back in the queue after a preemption) or false (end there)."
+            )
+        merged["requeue_on_preemption"] = requeue
     if "grid" in merged:
         grid = merged["grid"]
         if not isinstance(grid, Mapping) or not all(isinstance(v, list) for v in grid.values()):

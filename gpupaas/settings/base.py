@@ -195,7 +195,14 @@ HEARTBEAT_INTERVAL_SECONDS = env_int("HEARTBEAT_INTERVAL_SECONDS", 15, minimum=1
 # --- scheduling ------------------------------------------------------------------------------
 # The cycle runs after every submit and cancel, and every SCHEDULING_CYCLE_SECONDS from beat.
 SCHEDULING_CYCLE_SECONDS = env_int("SCHEDULING_CYCLE_SECONDS", 5, minimum=1)
-SCHEDULING_PREEMPTION_GRACE_SECONDS = env_int("SCHEDULING_PREEMPTION_GRACE_SECONDS", 30, minimum=0)
+# Seconds a preempted pod gets to checkpoint: per priority class (apps.workloads.core
+# PREEMPTION_GRACE_SECONDS) unless this sets one number for every class. The pod's
+# terminationGracePeriodSeconds, the scheduler's wait before requeueing and the message agree.
+SCHEDULING_PREEMPTION_GRACE_SECONDS: int | None = (
+    env_int("SCHEDULING_PREEMPTION_GRACE_SECONDS", 0, minimum=0)
+    if env_optional_str("SCHEDULING_PREEMPTION_GRACE_SECONDS")
+    else None
+)
 SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS = env_int(
     "SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS", 6 * 3600, minimum=60
 )

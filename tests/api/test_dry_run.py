@@ -41,6 +41,7 @@ def test_dry_run_answers_what_would_be_charged_and_records_nothing(cast: Cast, a
         "gpu_class": cast.gpu_class.name,
         "image": cast.image.name,
         "gpu_milli": 2000,
+        "charged_milli": 2000,
         "replicas": 2,
         "total_milli": 4000,
         "priority_class": "training",

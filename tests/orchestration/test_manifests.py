@@ -32,6 +32,17 @@ LABELS = {
 }
 
 
+# What every job is told: its checkpoint and output directories (the same on every start)
+# and how many times it has been requeued before.
+JOB_ENV = [
+    {"name": "GPUPAAS_CHECKPOINT_DIR", "value": "/team/checkpoints/wl-42"},
+    {"name": "GPUPAAS_OUTPUT_DIR", "value": "/team/outputs/wl-42"},
+    {"name": "GPUPAAS_RESTART_COUNT", "value": "0"},
+]
+TEAM_MOUNT = {"name": "team", "mountPath": "/team"}
+TEAM_VOLUME = {"name": "team", "emptyDir": {}}
+
+
 def spec(**kw: Any) -> m.WorkloadSpec:
     values: dict[str, Any] = {
         "id": 42,
@@ -127,11 +138,13 @@ def test_single_replica_training_job() -> None:
                                     },
                                 },
                                 "securityContext": CONTAINER_SECURITY,
-                                "env": [{"name": "EPOCHS", "value": "3"}],
+                                "env": [{"name": "EPOCHS", "value": "3"}, *JOB_ENV],
                                 "command": ["torchrun"],
                                 "args": ["train.py"],
+                                "volumeMounts": [TEAM_MOUNT],
                             }
                         ],
+                        "volumes": [TEAM_VOLUME],
                     },
                 },
             },
@@ -259,6 +272,7 @@ def test_multi_node_job_is_indexed_with_headless_service_and_rendezvous_env() ->
                             "securityContext": CONTAINER_SECURITY,
                             "env": [
                                 {"name": "EPOCHS", "value": "3"},
+                                *JOB_ENV,
                                 # Pod 0's stable name: <job>-<index> under the headless
                                 # Service that is the pods' subdomain.
                                 {"name": "MASTER_ADDR", "value": "wl-42-0.wl-42"},
@@ -282,8 +296,10 @@ def test_multi_node_job_is_indexed_with_headless_service_and_rendezvous_env() ->
                             "command": ["torchrun"],
                             "args": ["train.py"],
                             "ports": [{"name": "rendezvous", "containerPort": 29500}],
+                            "volumeMounts": [TEAM_MOUNT],
                         }
                     ],
+                    "volumes": [TEAM_VOLUME],
                     "subdomain": "wl-42",
                 },
             },
@@ -521,3 +537,27 @@ def test_placement_indices_become_gpu_uuids_for_pinning() -> None:
     )
     assert placement_replicas(placement) == (m.ReplicaPlacement("hami-0"),)
     assert placement_replicas({}) == ()
+
+
+def test_a_requeued_job_keeps_its_directories_and_knows_its_restart_count() -> None:
+    (job,) = m.training_manifests(spec(restart_count=1, grace_seconds=7))
+    pod = job["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["GPUPAAS_RESTART_COUNT"] == "1"
+    assert env["GPUPAAS_CHECKPOINT_DIR"] == "/team/checkpoints/wl-42"
+    assert pod["terminationGracePeriodSeconds"] == 7
+
+
+def test_each_point_of_a_sweep_has_its_own_checkpoint_directory() -> None:
+    jobs = m.sweep_manifests(
+        spec(kind="sweep", priority_class="batch", sweep_grid={"lr": ["1", "2"]}, placement=())
+    )
+    dirs = [
+        {e["name"]: e.get("value") for e in j["spec"]["template"]["spec"]["containers"][0]["env"]}[
+            "GPUPAAS_CHECKPOINT_DIR"
+        ]
+        for j in jobs
+    ]
+    assert dirs == ["/team/checkpoints/wl-42/point-0", "/team/checkpoints/wl-42/point-1"]
+    # The grace period of the batch class, as the scheduler waits for it.
+    assert {j["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] for j in jobs} == {30}

@@ -86,8 +86,11 @@ def test_small_model_inference_is_suggested_the_cheapest_fraction_that_fits() ->
     assert by_class["A100-80GB-MIG"].description.endswith("MIG 2g.20gb")
     assert by_class["L40S-48GB"].gpu_milli == 500
     assert by_class["H100-80GB"].gpu_milli == 1000
+    # Priced as billed: 2g.20gb holds 2 of the 7 compute slices (0.286 × 3.0), the HAMi quarter
+    # exactly a quarter (0.25 × 3.0), so the vGPU is the cheaper one.
+    assert by_class["A100-80GB-MIG"].hourly_cost == 0.858
     assert estimate.suggestion is not None
-    assert estimate.suggestion.gpu_class == "A100-80GB-MIG"  # 0.25 × 3.0 = 0.75 per hour
+    assert estimate.suggestion.gpu_class == "A100-80GB-vGPU"
     assert estimate.suggestion.hourly_cost == 0.75
     assert any("Time-sliced" in note for note in estimate.notes)
 

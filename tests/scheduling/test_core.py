@@ -148,6 +148,31 @@ def test_preempted_workload_is_requeued_after_the_grace_period_unless_opted_out(
     )
     result = schedule(snapshot(preempted=preempted), Policy(grace_seconds=30))
     assert [r.workload_id for r in result.requeues] == [1]
+    # The one that opted out ends after its grace period instead of waiting forever.
+    assert [e.workload_id for e in result.ended] == [3]
+
+
+def test_each_class_waits_its_own_grace_period_and_the_message_names_it() -> None:
+    preempted = (
+        PreemptedWorkload(1, NOW - timedelta(seconds=100), requeue=True, priority="training"),
+        PreemptedWorkload(2, NOW - timedelta(seconds=100), requeue=True, priority="batch"),
+        PreemptedWorkload(3, NOW - timedelta(seconds=130), requeue=True, priority="training"),
+    )
+    policy = Policy(grace_seconds={"training": 120, "batch": 30})
+    assert [r.workload_id for r in schedule(snapshot(preempted=preempted), policy).requeues] == [
+        2,
+        3,
+    ]
+    held = [
+        running("vision", "h100-0", tuple(range(8)), milli=8000, wid=10, priority="development")
+    ]
+    result = schedule(
+        snapshot(running=held, waiting=[waiting("vision", 1000, wid=20)]),
+        Policy(min_runtime_seconds={}, grace_seconds={"training": 120, "development": 45}),
+    )
+    (preemption,) = result.preemptions
+    assert preemption.grace_seconds == 45
+    assert "It has 45 s to save a checkpoint, then returns to the queue." in preemption.reason
 
 
 def test_opted_out_victim_is_told_it_will_not_return_to_the_queue() -> None:

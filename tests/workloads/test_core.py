@@ -4,6 +4,7 @@ from itertools import pairwise
 
 import pytest
 
+from apps.catalog.core import GpuClassSpec
 from apps.workloads import core, rules
 
 
@@ -75,7 +76,8 @@ def test_request_errors_accept_fractions_and_whole_gpus(milli: int, replicas: in
         kind="training", name="x", gpu_milli=milli, replicas=replicas, command=("python",)
     )
     assert rules.amount_problems(request.kind, request.gpu_milli, request.replicas) == {}
-    assert rules.charge_of(request).total_milli == milli * replicas
+    h100 = GpuClassSpec("H100", "whole", 81559)
+    assert rules.charge_of(request, h100).total_milli == -(-milli // 1000) * 1000 * replicas
 
 
 def test_only_leads_and_admins_may_use_production() -> None:

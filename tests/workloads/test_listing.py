@@ -208,7 +208,7 @@ def thousands(cast: Cast) -> Cast:
             Workload(
                 name=f"job-{i}", kind=core.KIND_TRAINING, state=core.SUCCEEDED,
                 team=teams[i % len(teams)], owner=cast.owner, gpu_class=cast.gpu_class,
-                image=cast.image, gpu_milli=1000, replicas=1,
+                image=cast.image, gpu_milli=1000, charged_milli=1000, replicas=1,
                 priority_class=core.PRIORITY_TRAINING, created_at=now - timedelta(seconds=i),
             )
             for i in range(3000)

@@ -114,7 +114,15 @@ ROWS: list[Row] = [
     ),
     sweep("sweep-hami-fraction-per-point", "hami", 500, grid={"lr": values(2)}),
     sweep("sweep-mig-fraction-per-point", "mig", 125, grid={"lr": values(3)}),
-    sweep("sweep-256-points", "timeslice", 10, grid={"a": values(16), "b": values(16)}),
+    sweep("sweep-64-points", "hami", 10, grid={"a": values(8), "b": values(8)}),
+    # Each point of a time-sliced sweep is charged a whole slice: 256 quarters exceed the limit.
+    sweep(
+        "sweep-256-slices-over-the-limit",
+        "timeslice",
+        10,
+        "gpu_milli",
+        grid={"a": values(16), "b": values(16)},
+    ),
     nb("notebook-lead-production", "mig", 500, user="lead", priority="production"),
     # --- the amount, per sharing mode -------------------------------------------------------------
     nb("notebook-fraction-of-whole-class", "whole", 500, "gpu_milli"),

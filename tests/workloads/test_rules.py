@@ -45,7 +45,7 @@ JOB = rules.WorkloadRequest(kind="training", name="t", gpu_milli=1000, command=(
 def test_a_valid_job_has_no_problems_and_is_charged_replicas_times_amount() -> None:
     request = replace(JOB, gpu_milli=2000, replicas=2)
     assert rules.request_problems(request, context()) == {}
-    charge = rules.charge_of(request)
+    charge = rules.charge_of(request, context().gpu_class)
     assert (charge.replicas, charge.total_milli, charge.priority_class) == (2, 4000, "training")
 
 
@@ -57,7 +57,8 @@ def test_a_sweep_is_charged_for_every_point_and_may_use_a_fraction_per_point() -
         "gpu_class": "Vision has no quota for A100-MIG; ask a platform admin."
     }
     assert rules.request_problems(sweep, context(gpu_class=MIG)) == {}
-    assert rules.charge_of(sweep).total_milli == 6 * 125
+    # Each point gets a 1g.10gb instance: one of seven compute slices, 143 milli.
+    assert rules.charge_of(sweep, MIG).total_milli == 6 * 143
     wrong = replace(sweep, replicas=1)
     assert rules.request_problems(wrong, context(gpu_class=MIG))["replicas"] == (
         "A sweep runs one replica per point of its grid (6 here); leave replicas out."
@@ -146,3 +147,16 @@ def test_a_rule_set_refusal_names_each_field_once() -> None:
     )
     problems = rules.request_problems(request, context())
     assert set(problems) == {"name", "gpu_milli", "priority_class", "env", "command", "retries"}
+
+
+def test_a_slice_of_a_time_sliced_class_is_charged_the_whole_slice_against_the_quota() -> None:
+    sliced = GpuClassSpec(
+        name="L4", sharing_mode="timeslice", memory_mib=24576, timeslice_replicas=4
+    )
+    request = replace(JOB, gpu_milli=1)
+    assert rules.charge_of(request, sliced).total_milli == 250
+    tight = Quota("Vision", "L4", guaranteed_milli=100, limit_milli=200)
+    assert rules.request_problems(request, context(gpu_class=sliced, quota=tight))["gpu_milli"] == (
+        "This is charged 0.25 GPU of L4 (what the cluster grants), more than Vision's limit "
+        "of 0.2 GPU."
+    )

@@ -167,6 +167,17 @@ class WorkloadRequestForm(forms.Form):
         help_text="Stopped after this long (state “expired”), at most 720 hours. Empty: no limit.",
     )
 
+    requeue_on_preemption = forms.TypedChoiceField(
+        label="When preempted",
+        choices=(("yes", "Back in the queue, resume from the checkpoint"), ("no", "End it")),
+        coerce=lambda value: value != "no",
+        empty_value="yes",  # left out: requeue, as the API defaults
+        required=False,
+        initial="yes",
+        help_text="A higher class may preempt it; it gets its grace period to save a checkpoint "
+        "in GPUPAAS_CHECKPOINT_DIR first.",
+    )
+
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
@@ -273,6 +284,7 @@ class WorkloadRequestForm(forms.Form):
             "max_runtime_seconds": None if hours is None else int(hours * 3600),
             "idle_timeout_seconds": None if minutes is None else int(minutes) * 60,
             "retries": 0 if retries is None else retries,
+            "requeue_on_preemption": data.get("requeue_on_preemption") is not False,
             "grid": self.grid_value(),
         }
 
