@@ -101,7 +101,10 @@ class TeamSecretListView(APIView):
                 "hugging face",
                 value={"name": "hf", "personal": False, "data": {"token": "hf_…"}},
                 request_only=True,
-            )
+            ),
+            OpenApiExample(
+                "created", value=SECRET_EXAMPLE, response_only=True, status_codes=["201"]
+            ),
         ],
     )
     def post(self, request: Request, slug: str) -> Response:
@@ -135,6 +138,10 @@ class TeamSecretDetailView(APIView):
         parameters=[SCOPE_PARAMETER],
         request=SecretRotateSerializer,
         responses={200: SecretSerializer, **error_responses(400, 403, 404, 409, 503)},
+        examples=[
+            OpenApiExample("new token", value={"data": {"token": "hf_…"}}, request_only=True),
+            OpenApiExample("rotated", value=SECRET_EXAMPLE, response_only=True),
+        ],
     )
     def put(self, request: Request, slug: str, name: str) -> Response:
         secret = self._secret(request, slug, name)
