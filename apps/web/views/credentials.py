@@ -86,7 +86,7 @@ def team_secret_rotate(request: HttpRequest, slug: str) -> HttpResponse:
     form = SecretValueForm(request.POST)
     try:
         if not form.is_valid():
-            raise ValidationError(" ".join(e for errs in form.errors.values() for e in errs))
+            raise ValidationError(" ".join(str(e) for errs in form.errors.values() for e in errs))
         secret_rotate(
             actor=request.user,  # type: ignore[arg-type]
             secret=secret,
