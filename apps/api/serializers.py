@@ -51,6 +51,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "command",
             "args",
             "env",
+            "secrets",
             "max_runtime_seconds",
             "idle_timeout_seconds",
             "retries",
@@ -133,6 +134,23 @@ def _words(**kw: Any) -> serializers.ListField:
     )
 
 
+class SecretRefSerializer(serializers.Serializer):
+    """A reference to a secret of the team, by name; its value is never part of a request."""
+
+    name = serializers.CharField(help_text="A team secret, or your own personal secret.")
+    env = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="The variable that takes the key's value; left out: every key of the secret "
+        "becomes a variable of its name.",
+    )
+    key = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="The secret's key; may be left out when the secret has one key.",
+    )
+
+
 class WorkloadCreateSerializer(serializers.Serializer):
     """A request for GPUs. ``team`` may be left out by members of exactly one team.
 
@@ -177,6 +195,12 @@ class WorkloadCreateSerializer(serializers.Serializer):
         help_text=f"At most {rules.MAX_ENV_VARS} variables; names of ASCII letters, digits and "
         "_; the GPU runtime's and the platform's names are reserved.",
     )
+    secrets = SecretRefSerializer(
+        many=True,
+        default=list,
+        help_text=f"At most {rules.MAX_SECRET_REFS} references to the team's secrets or your "
+        'own, e.g. [{"name": "hf", "env": "HF_TOKEN", "key": "token"}].',
+    )
     max_runtime_seconds = serializers.IntegerField(
         required=False,
         allow_null=True,
@@ -220,6 +244,7 @@ class WorkloadCreateSerializer(serializers.Serializer):
                 **data,
                 "command": tuple(data["command"]),
                 "args": tuple(data["args"]),
+                "secrets": tuple(rules.SecretRef.of(ref) for ref in data["secrets"]),
             }
         )
 

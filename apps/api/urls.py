@@ -4,6 +4,7 @@ from django.urls import path
 
 from apps.api.views import accounts as accounts_api
 from apps.api.views import catalog as catalog_api
+from apps.api.views import credentials as credentials_api
 from apps.api.views import quotas as quotas_api
 from apps.api.views import telemetry as telemetry_api
 from apps.api.views import workloads as workloads_api
@@ -68,6 +69,16 @@ urlpatterns = [
         "teams/<slug:slug>/members/<str:username>/",
         accounts_api.TeamMemberDetailView.as_view(),
         name="team-member-detail",
+    ),
+    path(
+        "teams/<slug:slug>/secrets/",
+        credentials_api.TeamSecretListView.as_view(),
+        name="team-secrets",
+    ),
+    path(
+        "teams/<slug:slug>/secrets/<str:name>/",
+        credentials_api.TeamSecretDetailView.as_view(),
+        name="team-secret-detail",
     ),
     path("teams/<slug:slug>/quotas/", quotas_api.TeamQuotaListView.as_view(), name="team-quotas"),
     path("teams/<slug:slug>/usage/", telemetry_api.TeamUsageView.as_view(), name="team-usage"),

@@ -53,6 +53,9 @@ SCHEDULING_CYCLE: TaskRef[[]] = TaskRef("scheduling.run_cycle")
 TEAM_NAMESPACE_ENSURE: TaskRef[[int]] = TaskRef("orchestration.team_namespace_ensure", ("team_id",))
 CLUSTER_SETUP: TaskRef[[int]] = TaskRef("orchestration.cluster_setup", ("cluster_id",))
 WORKLOAD_RECONCILE: TaskRef[[int]] = TaskRef("orchestration.workload_reconcile", ("workload_id",))
+CREDENTIAL_REMOVE: TaskRef[[str, str]] = TaskRef(
+    "orchestration.credential_remove", ("namespace", "k8s_name")
+)
 RECONCILE_ALL: TaskRef[[]] = TaskRef("orchestration.reconcile_all")
 STATUS_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.status_sync_all")
 INVENTORY_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.inventory_sync_all")
@@ -67,6 +70,7 @@ REGISTRY: tuple[TaskRef, ...] = (
     TEAM_NAMESPACE_ENSURE,
     CLUSTER_SETUP,
     WORKLOAD_RECONCILE,
+    CREDENTIAL_REMOVE,
     RECONCILE_ALL,
     STATUS_SYNC_ALL,
     INVENTORY_SYNC_ALL,

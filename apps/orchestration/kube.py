@@ -265,6 +265,44 @@ class Kube:
             return dict(manifest)
         return dict(obj.to_dict())
 
+    def put(self, manifest: Manifest) -> Applied:
+        """Create the object, or replace ours whole (a Secret's new values); never others'."""
+        api_version, kind = manifest["apiVersion"], manifest["kind"]
+        meta = manifest["metadata"]
+        name, namespace = meta["name"], meta.get("namespace")
+        res = self.resource(api_version, kind)
+        what = f"{kind} {namespace + '/' if namespace else ''}{name}"
+        for _ in range(5):
+            try:
+                self._call(lambda: res.create(body=manifest, namespace=namespace), f"create {what}")
+                return Applied(kind, namespace or "", name, created=True, patched=False)
+            except ClusterRefused as exc:
+                if exc.status != 409:
+                    raise
+            current = self.get(api_version, kind, name, namespace)
+            if current is None:
+                continue
+            if not is_ours(current):
+                raise ForeignObjectError(
+                    f"{what} exists and is not managed by gpupaas; left alone."
+                )
+            body = {
+                **manifest,
+                "metadata": {**meta, "resourceVersion": current["metadata"]["resourceVersion"]},
+            }
+            try:
+                self._call(
+                    lambda body=body: res.replace(  # type: ignore[misc]
+                        body=body, name=name, namespace=namespace
+                    ),
+                    f"replace {what}",
+                )
+                return Applied(kind, namespace or "", name, created=False, patched=True)
+            except ClusterRefused as exc:
+                if exc.status != 409:
+                    raise
+        raise ClusterUnreachable(f"{what} kept changing under us; try again.")
+
     def delete(
         self,
         api_version: str,

@@ -6,6 +6,7 @@ reconciler can find what it owns and never touches anything else.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ LABEL_SWEEP_POINT = "gpupaas.io/sweep-point"
 # A person is named in the cluster by their user id only: a username is not a label value
 # ("eve.", "josé") and two usernames may fold to one slug ("eve" and "Eve").
 LABEL_OWNER_ID = "gpupaas.io/owner-id"
+LABEL_SECRET_SCOPE = "gpupaas.io/secret-scope"  # noqa: S105 - a label name
 ANNOTATION_HAMI_UUID = "nvidia.com/use-gpuuuid"
 
 SERVICE_ACCOUNT = "gpupaas-workload"
@@ -247,6 +249,17 @@ def team_manifests(team: TeamSpec) -> list[Manifest]:
 
 
 @dataclass(frozen=True)
+class SecretEnv:
+    """A request's reference to a team or personal secret, resolved at submit: ``secret`` is
+    the Kubernetes name stored when the secret was created. ``env`` set: that variable takes
+    ``key``; empty: every key of the secret becomes a variable (envFrom)."""
+
+    secret: str
+    env: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True)
 class ReplicaPlacement:
     node: str
     gpu_uuids: tuple[str, ...] = ()
@@ -274,6 +287,7 @@ class WorkloadSpec:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    secret_env: tuple[SecretEnv, ...] = ()
     read_only_root: bool = False
     max_runtime_seconds: int | None = None
     retries: int = 0
@@ -338,6 +352,15 @@ def _resources(spec: WorkloadSpec) -> dict[str, Any]:
 
 def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
     return [{"name": k, "value": str(v)} for k, v in sorted(values.items())]
+
+
+def _secret_env(refs: Sequence[SecretEnv]) -> list[dict[str, Any]]:
+    """Variables that take a secret's key: the value stays in the Secret, never the manifest."""
+    return [
+        {"name": r.env, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}}
+        for r in refs
+        if r.env
+    ]
 
 
 class ManifestError(ValueError):
@@ -472,8 +495,11 @@ def _container(spec: WorkloadSpec, name: str, env: Mapping[str, str]) -> dict[st
         "imagePullPolicy": "IfNotPresent",
         "resources": _resources(spec),
         "securityContext": _container_security(spec.read_only_root),
-        "env": _env(env),
+        "env": [*_env(env), *_secret_env(spec.secret_env)],
     }
+    env_from = [{"secretRef": {"name": s.secret}} for s in spec.secret_env if not s.env]
+    if env_from:
+        container["envFrom"] = env_from
     if spec.command:
         container["command"] = list(spec.command)
     if spec.args:
@@ -774,6 +800,24 @@ def notebook_token_secret(*, spec: WorkloadSpec, token: str) -> Manifest:
         },
         "type": "Opaque",
         "stringData": {"token": token},
+    }
+
+
+def credential_secret_manifest(
+    *, namespace: str, name: str, team_slug: str, personal: bool, data: Mapping[str, str]
+) -> Manifest:
+    """A team or personal credential: a Secret in the team namespace under its stored name.
+    Not labelled with a workload: it outlives them, and the reconciler's sweeps leave it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(
+            name,
+            namespace,
+            **{LABEL_TEAM: team_slug, LABEL_SECRET_SCOPE: "personal" if personal else "team"},
+        ),
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v.encode()).decode("ascii") for k, v in sorted(data.items())},
     }
 
 

@@ -168,6 +168,11 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         command=tuple(workload.command or ()),
         args=tuple(workload.args or ()),
         env={str(k): str(v) for k, v in (workload.env or {}).items()},
+        secret_env=tuple(
+            m.SecretEnv(secret=str(r["k8s_name"]), env=str(r.get("env") or ""), key=str(r["key"]))
+            for r in workload.secrets or ()
+            if isinstance(r, Mapping) and r.get("k8s_name")
+        ),
         max_runtime_seconds=workload.max_runtime_seconds,
         retries=workload.retries,
         placement=placement_replicas(workload.placement, node_uuids_for(workload)),

@@ -11,7 +11,7 @@ from celery.app.task import Task
 from apps.accounts.models import Team
 from apps.catalog.models import Cluster
 from apps.common import taskqueue
-from apps.orchestration import services
+from apps.orchestration import credentials, services
 from apps.orchestration.errors import ClusterError, ClusterUnreachable
 from apps.orchestration.selectors import enabled_clusters
 
@@ -96,3 +96,15 @@ def cluster_setup(cluster_id: int) -> None:
     for team in Team.objects.all():
         services.team_namespace_ensure(team=team, clusters=[cluster])
     services.cluster_inventory_sync(cluster=cluster)
+
+
+@shared_task(
+    name=taskqueue.CREDENTIAL_REMOVE.name,
+    autoretry_for=RETRYABLE,
+    retry_backoff=True,
+    retry_backoff_max=300,
+    max_retries=None,
+    ignore_result=True,
+)
+def credential_remove(namespace: str, k8s_name: str) -> None:
+    credentials.credential_remove(namespace=namespace, k8s_name=k8s_name)

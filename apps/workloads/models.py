@@ -62,6 +62,11 @@ class Workload(models.Model):
     command = models.JSONField(default=list, blank=True)
     args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=dict, blank=True)
+    secrets = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="References to team or personal secrets (names, never values).",
+    )
     cpu_milli = models.PositiveIntegerField(default=2000)
     memory_mib = models.PositiveIntegerField(default=8192)
     max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True)

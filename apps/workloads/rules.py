@@ -27,6 +27,12 @@ The rules, by field:
 - ``command``/``args``: a notebook takes neither; a training job or sweep needs a command.
 - ``max_runtime_seconds`` 1 minute – 30 days, ``idle_timeout_seconds`` 5 minutes – 7 days,
   ``retries`` 0–10.
+- ``secrets``: at most 16 references to secrets of the team (DESIGN.md, "Data and secrets"),
+  each ``{name, env, key}``: ``env`` set, the variable takes the value of ``key`` (which may be
+  left out when the secret has one key); ``env`` left out, every key of the secret becomes a
+  variable of its name. A team secret any member may use; a personal secret only its owner
+  (a clone of a teammate's request that uses one is refused). Variable names follow the
+  ``env`` rules and may not repeat a plain variable or another reference.
 - ``priority_class``: members up to their kind's class (development for notebooks, training
   for jobs, batch for sweeps); team leads and admins any class, production included.
 """
@@ -64,6 +70,8 @@ MAX_WORD_LENGTH = 4096
 RUNTIME_SECONDS = (60, 30 * 24 * 3600)
 IDLE_TIMEOUT_SECONDS = (5 * 60, 7 * 24 * 3600)
 RETRIES = (0, 10)
+MAX_SECRET_REFS = 16
+SECRET_SCOPES = ("team", "personal")  # apps.credentials.core.SCOPES
 
 # Messages a door also shows itself, for what it cannot even parse or finds missing.
 NAME_MISSING = "Give the workload a name."
@@ -157,6 +165,43 @@ class NodeFacts(Protocol):
     def mig_layout(self) -> Sequence[str]: ...
 
 
+class SecretFacts(Protocol):
+    """A secret the asking person may see: the team's, or their own personal one."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def owner_id(self) -> int | None: ...  # None: a team secret
+    @property
+    def keys(self) -> Sequence[str]: ...
+    @property
+    def k8s_name(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A request's reference to a secret, by name. ``scope`` and ``owner`` come only from a
+    recorded request (a clone): the secret it used then, not whatever has that name now."""
+
+    name: str
+    env: str = ""  # empty: every key of the secret becomes a variable of its name
+    key: str = ""  # empty: the secret's only key
+    scope: str = ""  # "", "team" or "personal"
+    owner: int | None = None  # a personal secret's owner, as recorded
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any]) -> SecretRef:
+        """From a door's or a recorded request's mapping; values are checked by the rules."""
+        owner = value.get("owner")
+        return cls(
+            name=value.get("name", ""),
+            env=value.get("env") or "",
+            key=value.get("key") or "",
+            scope=value.get("scope") or "",
+            owner=owner if _whole_number(owner) else None,
+        )
+
+
 class QuotaFacts(Protocol):
     @property
     def limit_milli(self) -> int: ...
@@ -183,6 +228,7 @@ class WorkloadRequest:
     retries: int = 0
     # Preempted: back in the queue after the grace period (True) or end there (False).
     requeue_on_preemption: bool = True
+    secrets: Sequence[SecretRef] = ()
 
 
 @dataclass(frozen=True)
@@ -199,18 +245,22 @@ class Context:
     sharing_classes: Sequence[str] = ()  # other enabled classes that share GPUs, for hints
     cpu_milli: int = 0  # what one replica asks for besides GPUs
     memory_mib: int = 0
+    actor_id: int | None = None  # who asks: whose personal secrets ``secrets`` holds
+    secrets: Sequence[SecretFacts] = ()  # the team's and the asking person's own
 
 
 @dataclass(frozen=True)
 class Charge:
     """What an accepted request records and is charged: ``replicas × charged_milli``, where
     ``charged_milli`` is what the cluster grants one replica of ``gpu_milli`` (DESIGN.md:
-    whole time slices, the MIG profile, whole GPUs; see ``apps.catalog.resources``)."""
+    whole time slices, the MIG profile, whole GPUs; see ``apps.catalog.resources``); and the
+    secrets it refers to, resolved (what the workload records)."""
 
     gpu_milli: int
     replicas: int
     priority_class: str
     charged_milli: int
+    secrets: tuple[dict[str, Any], ...] = ()
 
     @property
     def total_milli(self) -> int:
@@ -247,6 +297,8 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
         )
     _put(errors, "grid", grid_problem(kind, request.grid))
     _put(errors, "env", env_problem(kind, request.env))
+    if "env" not in errors:
+        _put(errors, "secrets", secrets_problem(request, context))
     for key, message in command_problems(kind, request.command, request.args).items():
         _put(errors, key, message)
     for key, message in limit_problems(request).items():
@@ -269,12 +321,16 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
 REQUEUE_NOT_BOOLEAN = "Say true (back in the queue after a preemption) or false (end there)."
 
 
-def charge_of(request: WorkloadRequest, gpu_class: GpuClassFacts) -> Charge:
-    """What an accepted request (no problems) on ``gpu_class`` is recorded and charged as."""
+def charge_of(
+    request: WorkloadRequest, gpu_class: GpuClassFacts, context: Context | None = None
+) -> Charge:
+    """What an accepted request (no problems) on ``gpu_class`` is recorded and charged as; with
+    the context, its secret references resolved."""
     replicas = replicas_of(request)
     assert replicas is not None, "only for accepted requests"
     charged = charged_milli_of(request.gpu_milli, gpu_class)
-    return Charge(request.gpu_milli, replicas, priority_of(request), charged)
+    resolved = tuple(resolved_secrets(request.secrets, context)) if context else ()
+    return Charge(request.gpu_milli, replicas, priority_of(request), charged, resolved)
 
 
 def replicas_of(request: WorkloadRequest) -> int | None:
@@ -597,3 +653,110 @@ def capacity_problems(gpu_milli: int, replicas: int, context: Context) -> dict[s
             f"{format_milli(quota.per_user_cap_milli)} GPU in {context.team}.",
         )
     return errors
+
+
+# --- secrets --------------------------------------------------------------------------------------
+
+
+def secret_of(ref: SecretRef, context: Context) -> SecretFacts | None:
+    """The secret a reference names, among those the asking person may use: their personal one
+    first, then the team's (a recorded scope says which)."""
+    mine = [
+        s
+        for s in context.secrets
+        if s.name == ref.name and s.owner_id is not None and s.owner_id == context.actor_id
+    ]
+    team = [s for s in context.secrets if s.name == ref.name and s.owner_id is None]
+    if ref.scope == "personal" or ref.owner is not None:
+        candidates = mine
+    elif ref.scope == "team":
+        candidates = team
+    else:
+        candidates = [*mine, *team]
+    return candidates[0] if candidates else None
+
+
+def _secret_ref_problem(ref: SecretRef, context: Context) -> str | None:
+    if not isinstance(ref.name, str) or not ref.name:
+        return "Name the secret each reference uses."
+    if not isinstance(ref.env, str) or not isinstance(ref.key, str):
+        return f"The variable and key of {ref.name} must be text."
+    if ref.scope and ref.scope not in SECRET_SCOPES:
+        return f"Unknown scope “{ref.scope}” of {ref.name}; use team or personal."
+    if ref.owner is not None and ref.owner != context.actor_id:
+        return (
+            f"{ref.name} is someone else's personal secret: only its owner may use it. Create "
+            "your own secret and refer to it."
+        )
+    secret = secret_of(ref, context)
+    if secret is None:
+        return (
+            f"No secret named “{ref.name}” in {context.team} that you may use; create it "
+            "first (the Secrets page, or gpupaas secret create)."
+        )
+    if ref.env:
+        if ref.key and ref.key not in secret.keys:
+            return (
+                f"The secret {ref.name} has no key “{ref.key}”; its keys: "
+                f"{', '.join(secret.keys) or 'none'}."
+            )
+        if not ref.key and len(secret.keys) != 1:
+            return (
+                f"The secret {ref.name} has keys {', '.join(secret.keys)}; say which one "
+                f"{ref.env} takes (NAME:ENV=KEY)."
+            )
+    elif ref.key:
+        return f"Name the variable that takes {ref.name}'s key {ref.key} (NAME:ENV=KEY)."
+    return None
+
+
+def secret_env_names(ref: SecretRef, secret: SecretFacts) -> list[str]:
+    """The variables a resolved reference sets."""
+    return [ref.env] if ref.env else list(secret.keys)
+
+
+def secrets_problem(request: WorkloadRequest, context: Context) -> str | None:
+    refs = request.secrets
+    if len(refs) > MAX_SECRET_REFS:
+        return f"{len(refs)} secret references; at most {MAX_SECRET_REFS}."
+    seen: dict[str, tuple[int, str]] = dict.fromkeys(request.env, (-1, "a plain variable"))
+    for index, ref in enumerate(refs):
+        problem = _secret_ref_problem(ref, context)
+        if problem:
+            return problem
+        secret = secret_of(ref, context)
+        assert secret is not None
+        for name in secret_env_names(ref, secret):
+            problem = env_name_problem(name, kind=request.kind)
+            if problem:
+                if not ref.env:
+                    problem = (
+                        f"The key {name} of {ref.name} cannot be a variable name; name the "
+                        f"variable for it (NAME:ENV=KEY). {problem}"
+                    )
+                return problem
+            other, what = seen.setdefault(name, (index, f"the secret {ref.name}"))
+            if other != index:
+                return f"{name} is set twice (by {what} and the secret {ref.name})."
+    return None
+
+
+def resolved_secrets(refs: Sequence[SecretRef], context: Context) -> list[dict[str, Any]]:
+    """The references of an accepted request as the workload records them: the secret's
+    scope, owner and stored Kubernetes name, and the key each variable takes."""
+    result = []
+    for ref in refs:
+        secret = secret_of(ref, context)
+        assert secret is not None, "only for accepted requests"
+        key = ref.key or (secret.keys[0] if ref.env else "")
+        result.append(
+            {
+                "name": secret.name,
+                "env": ref.env,
+                "key": key,
+                "scope": "team" if secret.owner_id is None else "personal",
+                "owner": secret.owner_id,
+                "k8s_name": secret.k8s_name,
+            }
+        )
+    return result

@@ -28,7 +28,7 @@ def workload_request_check(
     errors = rules.request_problems(request, context)
     if errors:
         raise ValidationError(errors)
-    return rules.charge_of(request, context.gpu_class)
+    return rules.charge_of(request, context.gpu_class, context)
 
 
 def workload_submit(
@@ -51,12 +51,14 @@ def workload_submit(
     requeue_on_preemption: bool = True,
     grid: dict[str, list[str]] | None = None,
     params: dict[str, Any] | None = None,
+    secrets: list[dict[str, Any]] | None = None,
     source_ip: str | None = None,
 ) -> Workload:
     """Record a request for GPUs. It waits in ``pending`` until a scheduling cycle looks at it.
 
     A sweep's grid comes as ``grid`` (or, resubmitted, in ``params``); its replicas are the
-    points of the grid.
+    points of the grid. ``secrets`` refers to team or personal secrets by name
+    (``{name, env, key}``); the workload records them resolved.
     """
     params = dict(params or {})
     if grid is None and kind == core.KIND_SWEEP:
@@ -75,6 +77,7 @@ def workload_submit(
         idle_timeout_seconds=idle_timeout_seconds,
         retries=retries,
         requeue_on_preemption=requeue_on_preemption,
+        secrets=tuple(rules.SecretRef.of(ref) for ref in secrets or ()),
     )
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
@@ -96,6 +99,7 @@ def workload_submit(
             command=command or [],
             args=args or [],
             env=env or {},
+            secrets=list(charge.secrets),
             max_runtime_seconds=max_runtime_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             retries=retries,
@@ -262,6 +266,7 @@ CLONED_FIELDS = (
     "command",
     "args",
     "env",
+    "secrets",
     "max_runtime_seconds",
     "idle_timeout_seconds",
     "retries",

@@ -135,6 +135,14 @@ RequeueOpt = Annotated[
     ),
 ]
 EnvOpt = Annotated[list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE (repeat).")]
+SecretOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--secret",
+        "-s",
+        help="NAME[:ENV[=KEY]] (repeat): a team or personal secret as variables, by name.",
+    ),
+]
 KeyOpt = Annotated[
     str | None,
     typer.Option(help="Idempotency-Key: the same key never submits twice (default: random)."),
@@ -150,10 +158,12 @@ def _submit(
     base = spec.load_file(file) if file else {}
     env = flags.pop("env", None)
     grid = flags.pop("grid", None)
+    secrets = flags.pop("secret", None)
     overrides: dict[str, Any] = {
         "kind": kind,
         **flags,
         "env": spec.parse_pairs(env, "--env") if env else None,
+        "secrets": [spec.parse_secret_ref(s) for s in secrets] if secrets else None,
         "grid": spec.parse_grid(grid) if grid else None,
     }
     body = spec.build_request(base, overrides)
@@ -195,6 +205,7 @@ def submit_notebook(
     ] = None,
     priority: PriorityOpt = None,
     env: EnvOpt = None,
+    secret: SecretOpt = None,
     file: FileOpt = None,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
@@ -213,6 +224,7 @@ def submit_notebook(
         idle_timeout_seconds=idle_timeout,
         priority_class=priority,
         env=env,
+        secret=secret,
     )
 
 
@@ -231,6 +243,7 @@ def submit_job(
     requeue: RequeueOpt = None,
     priority: PriorityOpt = None,
     env: EnvOpt = None,
+    secret: SecretOpt = None,
     file: FileOpt = None,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
@@ -253,6 +266,7 @@ def submit_job(
         requeue=requeue,
         priority_class=priority,
         env=env,
+        secret=secret,
     )
 
 
@@ -271,6 +285,7 @@ def submit_sweep(
     max_runtime: Annotated[int | None, typer.Option(help="Per job, in seconds.")] = None,
     requeue: RequeueOpt = None,
     env: EnvOpt = None,
+    secret: SecretOpt = None,
     file: FileOpt = None,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
@@ -291,6 +306,7 @@ def submit_sweep(
         max_runtime_seconds=max_runtime,
         requeue=requeue,
         env=env,
+        secret=secret,
     )
 
 
@@ -488,6 +504,92 @@ def clone(
         output.emit_json(workload)
     else:
         typer.echo(f"Submitted #{workload['id']} {workload['name']}: {workload['state']}")
+
+
+# --- secrets ---------------------------------------------------------------------------------
+
+secret_app = typer.Typer(
+    help="Team and personal secrets (tokens, keys): written once, never shown back; requests "
+    "refer to them with --secret NAME[:ENV[=KEY]].",
+    no_args_is_help=True,
+)
+app.add_typer(secret_app, name="secret")
+SecretTeamOpt = Annotated[str, typer.Option(help="The team's slug.")]
+ScopeOpt = Annotated[
+    str | None,
+    typer.Option(help="team or personal, when a team secret and yours share the name."),
+]
+
+
+@secret_app.command("create")
+@handles_errors
+def secret_create(
+    name: Annotated[str, typer.Argument(help="e.g. hf or wandb")],
+    team: SecretTeamOpt,
+    personal: Annotated[bool, typer.Option(help="Yours only; else a team secret (leads).")] = False,
+    from_literal: Annotated[
+        list[str] | None, typer.Option(help="KEY=VALUE (repeat); visible in shell history.")
+    ] = None,
+    from_file: Annotated[
+        list[str] | None, typer.Option(help="KEY=PATH (repeat): the file's content.")
+    ] = None,
+    rotate: Annotated[bool, typer.Option(help="Replace the values of an existing secret.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create (or with --rotate, replace the values of) a secret in a team's namespace."""
+    data = spec.parse_secret_data(from_literal or [], from_file or [])
+    with client() as api:
+        if rotate:
+            scope = "personal" if personal else "team"
+            result = api.request(
+                "PUT",
+                f"/api/v1/teams/{team}/secrets/{name}/",
+                json={"data": data},
+                params={"scope": scope},
+            )
+        else:
+            body = {"name": name, "personal": personal, "data": data}
+            result = api.request("POST", f"/api/v1/teams/{team}/secrets/", json=body)
+    if as_json:
+        output.emit_json(result)
+    else:
+        typer.echo(
+            f"Secret {result['name']} ({result['scope']}) saved in {team} with keys "
+            f"{', '.join(result['keys'])}; its values are not shown again."
+        )
+
+
+@secret_app.command("list")
+@handles_errors
+def secret_list(team: SecretTeamOpt, as_json: JsonOpt = False) -> None:
+    """The team's secrets and your own: names, scopes, keys; never values."""
+    with client() as api:
+        rows = api.get(f"/api/v1/teams/{team}/secrets/")
+    if as_json:
+        output.emit_json(rows)
+        return
+    if not rows:
+        typer.echo("No secrets.")
+        return
+    typer.echo(
+        output.table(
+            ["NAME", "SCOPE", "KEYS", "UPDATED"],
+            [[r["name"], r["scope"], ",".join(r["keys"]), r["updated_at"]] for r in rows],
+        )
+    )
+
+
+@secret_app.command("delete")
+@handles_errors
+def secret_delete(name: str, team: SecretTeamOpt, scope: ScopeOpt = None) -> None:
+    """Delete a secret; workloads that refer to it will not start."""
+    with client() as api:
+        api.request(
+            "DELETE",
+            f"/api/v1/teams/{team}/secrets/{name}/",
+            params={"scope": scope} if scope else None,
+        )
+    typer.echo(f"Secret {name} deleted.")
 
 
 # --- capacity --------------------------------------------------------------------------------

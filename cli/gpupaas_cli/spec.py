@@ -12,6 +12,9 @@ A spec file looks like::
     command: [torchrun, train.py]
     args: [--epochs, "90"]
     env: {WANDB_MODE: offline}
+    secrets:                # team or personal secrets by name; values never in the spec
+      - {name: hf, env: HF_TOKEN, key: token}
+      - {name: wandb}       # every key of the secret becomes a variable
     max_runtime_seconds: 86400
     grid: {lr: [0.1, 0.01]} # sweeps only
 """
@@ -38,6 +41,7 @@ FIELDS = {
     "command",
     "args",
     "env",
+    "secrets",
     "max_runtime_seconds",
     "idle_timeout_seconds",
     "retries",
@@ -84,6 +88,36 @@ def parse_pairs(items: list[str], what: str) -> dict[str, str]:
             raise SpecError(f"{what} must look like NAME=VALUE, not {item!r}.")
         result[key] = value
     return result
+
+
+def parse_secret_ref(item: str) -> dict[str, str]:
+    """``NAME[:ENV[=KEY]]`` → a reference: ``hf:HF_TOKEN=token`` sets HF_TOKEN to the key
+    token of the secret hf; ``hf:HF_TOKEN`` to its only key; ``wandb`` every key of it."""
+    name, _, rest = item.partition(":")
+    env, _, key = rest.partition("=")
+    if not name.strip():
+        raise SpecError(f"--secret must look like NAME[:ENV[=KEY]], not {item!r}.")
+    ref = {"name": name.strip()}
+    if env.strip():
+        ref["env"] = env.strip()
+    if key.strip():
+        ref["key"] = key.strip()
+    return ref
+
+
+def parse_secret_data(literals: list[str], files: list[str]) -> dict[str, str]:
+    """``--from-literal key=value`` and ``--from-file key=path`` → the secret's data."""
+    data = parse_pairs(literals, "--from-literal")
+    for key, path in parse_pairs(files, "--from-file").items():
+        if key in data:
+            raise SpecError(f"The key {key} is given twice.")
+        try:
+            data[key] = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"Cannot read {path} for {key}: {exc}.") from exc
+    if not data:
+        raise SpecError("Give the value: --from-literal KEY=VALUE or --from-file KEY=PATH.")
+    return data
 
 
 def parse_grid(items: list[str]) -> dict[str, list[str]]:
@@ -134,6 +168,13 @@ def build_request(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict
                 "requeue must be true (back in the queue after a preemption) or false (end there)."
             )
         merged["requeue_on_preemption"] = requeue
+    if "secrets" in merged:
+        refs = merged["secrets"]
+        if not isinstance(refs, list) or not all(
+            isinstance(r, Mapping) and r.get("name") for r in refs
+        ):
+            raise SpecError("secrets must be a list of {name, env, key} (env and key optional).")
+        merged["secrets"] = [{str(k): str(v) for k, v in r.items()} for r in refs]
     if "grid" in merged:
         grid = merged["grid"]
         if not isinstance(grid, Mapping) or not all(isinstance(v, list) for v in grid.values()):

@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "apps.audit",
     "apps.catalog",
     "apps.quotas",
+    "apps.credentials",
     "apps.scheduling",
     "apps.workloads",
     "apps.orchestration",

@@ -12,13 +12,15 @@ from rest_framework.test import APIClient
 from apps.accounts.models import ApiToken, Membership
 from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
+from apps.credentials.models import Secret
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
+from tests.credentials.fakes import _fake_cluster  # noqa: F401
 from tests.factories import WorkloadFactory
 from tests.plugins.cast import Cast
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fake_cluster")]
 
 # (method, path template, body) for every operation on an object that belongs to someone.
 OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
@@ -34,6 +36,10 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("get", "/api/v1/teams/{team}/members/", None),
     ("post", "/api/v1/teams/{team}/members/", {"username": "outsider", "role": "lead"}),
     ("delete", "/api/v1/teams/{team}/members/owner/", None),
+    ("get", "/api/v1/teams/{team}/secrets/", None),
+    ("post", "/api/v1/teams/{team}/secrets/", {"name": "new", "data": {"k": "v"}}),
+    ("put", "/api/v1/teams/{team}/secrets/hf/", {"data": {"token": "rotated"}}),
+    ("delete", "/api/v1/teams/{team}/secrets/hf/", None),
     ("get", "/api/v1/teams/{team}/quotas/", None),
     ("get", "/api/v1/teams/{team}/usage/", None),
     ("get", "/api/v1/quotas/?team={team}", None),
@@ -64,6 +70,7 @@ def ids(cast: Cast) -> dict[str, Any]:
     """Objects of the cast's team (Vision), which the outsider (NLP) must not reach."""
     common = {"team": cast.team, "owner": cast.owner, "gpu_class": cast.gpu_class}
     token, _ = api_token_create(actor=cast.owner, name="owner's", scopes=["read"], expires_at=None)
+    Secret.objects.create(team=cast.team, name="hf", keys=["token"], k8s_name="gpp-s-matrix")
     return {
         "workload": WorkloadFactory(**common, image=cast.image, state=core.RUNNING).pk,
         "notebook": WorkloadFactory(
@@ -82,6 +89,7 @@ def snapshot() -> tuple[Any, ...]:
         sorted(Workload.objects.values_list("id", "state")),
         sorted(Membership.objects.values_list("user__username", "team__slug", "role")),
         sorted(ApiToken.objects.values_list("id", "revoked_at")),
+        sorted(Secret.objects.values_list("id", "keys", "updated_at")),
         AuditEvent.objects.count(),
     )
 
@@ -161,9 +169,9 @@ def test_matrix_covers_every_api_route() -> None:
         for _, t, _ in OBJECT_ENDPOINTS
     } | set(ALL_PATHS)
     covered = {
-        c.replace("/members/owner/", "/members/<str:username>/").replace(
-            "{token}", "<int:token_id>"
-        )
+        c.replace("/members/owner/", "/members/<str:username>/")
+        .replace("{token}", "<int:token_id>")
+        .replace("/secrets/hf/", "/secrets/<str:name>/")
         for c in covered
     }
     covered |= {"/api/v1/gpu-classes/<str:name>/"}  # the catalogue is not team-owned

@@ -65,6 +65,25 @@ def parse_env(text: str) -> dict[str, str]:
     return env
 
 
+def parse_secret_refs(text: str) -> list[dict[str, str]]:
+    """``NAME[:ENV[=KEY]]`` lines (as the CLI's ``--secret``) as references. Whether the secrets
+    exist and may be used is the request rules' to say."""
+    refs: list[dict[str, str]] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, _, rest = line.partition(":")
+        env, _, key = rest.partition("=")
+        ref = {"name": name.strip()}
+        if env.strip():
+            ref["env"] = env.strip()
+        if key.strip():
+            ref["key"] = key.strip()
+        refs.append(ref)
+    return refs
+
+
 def parse_grid(text: str) -> dict[str, list[str]]:
     """``name=v1,v2,v3`` lines as a parameter grid. Which names and how many points are allowed
     is the request rules' to say."""
@@ -140,6 +159,14 @@ class WorkloadRequestForm(forms.Form):
         queryset=Team.objects.none(),
         empty_label=None,
         help_text="Whose quota it uses; it runs in that team's namespace.",
+    )
+    secrets = forms.CharField(
+        label="Secrets",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false", "class": "mono"}),
+        help_text="Credentials by name, one per line: NAME:ENV=KEY sets ENV to the secret's "
+        "key (e.g. hf:HF_TOKEN=token); NAME alone sets every key as a variable. The team's "
+        "secrets and your own, from the Secrets page; values are never shown.",
     )
     gpu_class = CatalogChoiceField(
         queryset=GpuClass.objects.none(),
@@ -256,6 +283,9 @@ class WorkloadRequestForm(forms.Form):
     def clean_env(self) -> dict[str, str]:
         return parse_env(self.cleaned_data.get("env") or "")
 
+    def clean_secrets(self) -> list[dict[str, str]]:
+        return parse_secret_refs(self.cleaned_data.get("secrets") or "")
+
     def replica_count(self) -> int | None:
         """Replicas as typed; None: the rules derive them (one; a sweep's grid points)."""
         return None
@@ -281,6 +311,7 @@ class WorkloadRequestForm(forms.Form):
             "command": data.get("command") or [],
             "args": data.get("args") or [],
             "env": data.get("env") or {},
+            "secrets": data.get("secrets") or [],
             "max_runtime_seconds": None if hours is None else int(hours * 3600),
             "idle_timeout_seconds": None if minutes is None else int(minutes) * 60,
             "retries": 0 if retries is None else retries,

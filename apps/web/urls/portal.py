@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from apps.web.views import accounts as account_views
+from apps.web.views import credentials as credential_views
 from apps.web.views import workloads as views
 
 urlpatterns = [
@@ -72,4 +73,15 @@ urlpatterns = [
     path("workloads/<int:workload_id>/open/", views.workload_open, name="workload-open"),
     # The team page lives with the accounts app; it is mounted here to get a short URL.
     path("teams/<slug:slug>/", account_views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/secrets/", credential_views.team_secrets, name="team-secrets"),
+    path(
+        "teams/<slug:slug>/secrets/rotate/",
+        credential_views.team_secret_rotate,
+        name="team-secret-rotate",
+    ),
+    path(
+        "teams/<slug:slug>/secrets/delete/",
+        credential_views.team_secret_delete,
+        name="team-secret-delete",
+    ),
 ]
