@@ -40,6 +40,9 @@ def test_job_container_takes_secret_keys_and_whole_secrets_by_stored_name() -> N
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["env"] == [
         {"name": "EPOCHS", "value": "3"},
+        {"name": "GPUPAAS_CHECKPOINT_DIR", "value": "/team/checkpoints/wl-42"},
+        {"name": "GPUPAAS_OUTPUT_DIR", "value": "/team/outputs/wl-42"},
+        {"name": "GPUPAAS_RESTART_COUNT", "value": "0"},
         {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "gpp-s-team", "key": "token"}}},
     ]
     assert container["envFrom"] == [{"secretRef": {"name": "gpp-s-wandb"}}]
