@@ -93,10 +93,44 @@ SWEEP_ENV_PREFIX = "SWEEP_"
 # Set by the GPU runtime (NVIDIA container toolkit, device plugins, HAMi's in-container
 # limiter, MPS) or by the platform: a request that set them could reach other GPUs, lift its
 # memory or compute limits, or disguise its outputs and restarts.
-RESERVED_ENV_NAMES = frozenset(
-    {"CUDA_VISIBLE_DEVICES", "CUDA_DISABLE_CONTROL", "CUDA_DEVICE_SM_LIMIT", "LD_PRELOAD"}
+# The platform's own variables are always reserved; the runtime's list is a setting
+# (ENV_RESERVED) with this default.
+PLATFORM_ENV_PREFIX = "GPUPAAS_"
+DEFAULT_RESERVED_ENV_PATTERNS = (
+    "NVIDIA_*",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DISABLE_CONTROL",
+    "CUDA_DEVICE_SM_LIMIT",
+    "CUDA_DEVICE_MEMORY_*",
+    "CUDA_MPS_*",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_AUDIT",
 )
-RESERVED_ENV_PREFIXES = ("NVIDIA_", "CUDA_DEVICE_MEMORY_", "CUDA_MPS_", "GPUPAAS_")
+
+
+@dataclass(frozen=True)
+class ReservedEnv:
+    """Names a request may not set: exact names and name prefixes (a pattern ``PREFIX*``)."""
+
+    names: frozenset[str]
+    prefixes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, patterns: Sequence[str]) -> ReservedEnv:
+        names = {p for p in patterns if not p.endswith("*")}
+        prefixes = [p[:-1] for p in patterns if p.endswith("*") and p[:-1]]
+        return cls(frozenset(names), (*prefixes, PLATFORM_ENV_PREFIX))
+
+    def covers(self, name: str) -> bool:
+        return name in self.names or name.startswith(self.prefixes)
+
+    def shown(self) -> str:
+        patterns = sorted(self.names) + [f"{p}*" for p in self.prefixes]
+        return ", ".join(patterns[:8]) + (", …" if len(patterns) > 8 else "")
+
+
+DEFAULT_RESERVED_ENV = ReservedEnv.of(DEFAULT_RESERVED_ENV_PATTERNS)
 
 
 # --- what the rules read ---------------------------------------------------------------------
@@ -247,6 +281,7 @@ class Context:
     memory_mib: int = 0
     actor_id: int | None = None  # who asks: whose personal secrets ``secrets`` holds
     secrets: Sequence[SecretFacts] = ()  # the team's and the asking person's own
+    reserved_env: ReservedEnv = DEFAULT_RESERVED_ENV  # the ENV_RESERVED setting
 
 
 @dataclass(frozen=True)
@@ -296,7 +331,7 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
             "replicas out.",
         )
     _put(errors, "grid", grid_problem(kind, request.grid))
-    _put(errors, "env", env_problem(kind, request.env))
+    _put(errors, "env", env_problem(kind, request.env, context.reserved_env))
     if "env" not in errors:
         _put(errors, "secrets", secrets_problem(request, context))
     for key, message in command_problems(kind, request.command, request.args).items():
@@ -441,28 +476,32 @@ def grid_problem(kind: str, grid: Mapping[str, Sequence[str]] | None) -> str | N
     return None
 
 
-def env_name_problem(name: str, *, kind: str = "") -> str | None:
+def env_name_problem(
+    name: str, *, kind: str = "", reserved: ReservedEnv = DEFAULT_RESERVED_ENV
+) -> str | None:
     if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
         return (
             f"“{name}” is not an environment variable name: use ASCII letters, digits and _, "
             "not starting with a digit."
         )
-    if name in RESERVED_ENV_NAMES or name.startswith(RESERVED_ENV_PREFIXES):
+    if reserved.covers(name):
         return (
-            f"{name} is reserved: the GPU runtime and the platform set it (NVIDIA_*, "
-            "CUDA_VISIBLE_DEVICES, CUDA_DEVICE_MEMORY_*, LD_PRELOAD, GPUPAAS_*, …)."
+            f"{name} is reserved: the GPU runtime, the loader or the platform set it "
+            f"({reserved.shown()})."
         )
     if kind == core.KIND_SWEEP and name.startswith(SWEEP_ENV_PREFIX):
         return f"{name} is reserved in a sweep: each point sets SWEEP_INDEX and SWEEP_<NAME>."
     return None
 
 
-def env_problem(kind: str, env: Mapping[str, str]) -> str | None:
+def env_problem(
+    kind: str, env: Mapping[str, str], reserved: ReservedEnv = DEFAULT_RESERVED_ENV
+) -> str | None:
     if len(env) > MAX_ENV_VARS:
         return f"{len(env)} environment variables; at most {MAX_ENV_VARS}."
     size = 0
     for name, value in env.items():
-        problem = env_name_problem(name, kind=kind)
+        problem = env_name_problem(name, kind=kind, reserved=reserved)
         if problem:
             return problem
         if not isinstance(value, str):
@@ -727,7 +766,7 @@ def secrets_problem(request: WorkloadRequest, context: Context) -> str | None:
         secret = secret_of(ref, context)
         assert secret is not None
         for name in secret_env_names(ref, secret):
-            problem = env_name_problem(name, kind=request.kind)
+            problem = env_name_problem(name, kind=request.kind, reserved=context.reserved_env)
             if problem:
                 if not ref.env:
                     problem = (

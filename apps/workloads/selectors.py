@@ -301,6 +301,11 @@ def request_context(*, actor: User, team: Team, gpu_class: GpuClass, image: Imag
         memory_mib=int(defaults["memory_mib"]),
         actor_id=actor.pk,
         secrets=tuple(secrets_usable_by(actor, team)),
+        reserved_env=(
+            rules.DEFAULT_RESERVED_ENV
+            if settings.ENV_RESERVED is None
+            else rules.ReservedEnv.of(settings.ENV_RESERVED)
+        ),
     )
 
 

@@ -295,6 +295,14 @@ LOG_ARCHIVE_RETRY_SECONDS = env_int("LOG_ARCHIVE_RETRY_SECONDS", 300, minimum=0)
 
 # Objects a team namespace may hold (one ResourceQuota's count/* keys): whatever its GPU
 # quota, a team cannot fill the cluster's database. A sweep of 256 points is 256 Jobs.
+# Environment variables no request may set (comma-separated names, or prefixes ending in *):
+# the GPU runtime's and the loader's, which would undo MIG or vGPU isolation. GPUPAAS_* is
+# always reserved.
+_env_reserved = env_optional_str("ENV_RESERVED")
+# None: the rule set's default (apps.workloads.rules.DEFAULT_RESERVED_ENV_PATTERNS).
+ENV_RESERVED: list[str] | None = (
+    None if _env_reserved is None else [p.strip() for p in _env_reserved.split(",") if p.strip()]
+)
 TEAM_MAX_JOBS = env_int("TEAM_MAX_JOBS", 1000, minimum=1)
 TEAM_MAX_PODS = env_int("TEAM_MAX_PODS", 1000, minimum=1)
 TEAM_MAX_SECRETS = env_int("TEAM_MAX_SECRETS", 200, minimum=1)

@@ -475,3 +475,29 @@ def test_every_accepted_hostile_request_makes_objects_the_cluster_accepts(
     check()
     print(f"hostile names: {seen}")  # how many reached the cluster (pytest -s)
     assert seen["accepted"] >= 10 and seen["objects"] > 0
+
+
+@pytest.mark.django_db
+def test_gpu_runtime_variables_follow_the_configured_policy(settings: Any) -> None:
+    """The list of reserved variables is a setting; the platform's own stay reserved."""
+    from apps.catalog.models import GpuClass
+    from apps.workloads import rules
+    from apps.workloads.selectors import request_context
+    from tests.factories import ImageFactory, TeamQuotaFactory
+
+    quota = TeamQuotaFactory()
+    member = UserFactory()
+    quota.team.memberships.create(user=member, role="member")
+    gpu_class = GpuClass.objects.get(pk=quota.gpu_class_id)
+
+    def refused(env: dict[str, str]) -> str | None:
+        context = request_context(
+            actor=member, team=quota.team, gpu_class=gpu_class, image=ImageFactory()
+        )
+        return rules.env_problem("training", env, context.reserved_env)
+
+    assert refused({"LD_LIBRARY_PATH": "/x"}) is not None  # the default covers the loader
+    settings.ENV_RESERVED = ["VENDOR_*", "LD_AUDIT"]
+    assert refused({"VENDOR_HOOK": "1"}) is not None
+    assert refused({"LD_LIBRARY_PATH": "/x"}) is None  # no longer on the configured list
+    assert refused({"GPUPAAS_RESTART_COUNT": "9"}) is not None  # the platform's, always
