@@ -346,7 +346,7 @@ def main() -> int:
                 "--workers", str(args.workers),
                 "--bind", f"127.0.0.1:{port}",
                 "--log-level", "warning",
-                "gpupaas.wsgi:application",
+                "gpupaas.asgi:application",
             ],
             cwd=REPO_ROOT,
             env=env,

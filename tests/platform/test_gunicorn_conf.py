@@ -11,7 +11,7 @@ def test_workers_heartbeat_in_memory_and_one_worker_per_cpu() -> None:
     conf = importlib.reload(gunicorn_conf)
     assert conf.worker_tmp_dir == "/dev/shm"  # noqa: S108
     assert conf.workers == len(os.sched_getaffinity(0))
-    assert conf.worker_class == "sync"
+    assert conf.worker_class == "uvicorn_worker.UvicornWorker"
 
 
 def test_a_worker_freezes_what_the_application_loaded_and_collects_less_often() -> None:
