@@ -14,8 +14,9 @@ Anything here can be overridden per deployment with gunicorn's own ``GUNICORN_CM
   beside any number of them (bench/streams_bench.py). With sync workers each stream held a
   whole worker: a few followers starved the portal, and ``timeout`` cut every stream.
   ``timeout`` still restarts a worker whose event loop stops answering; a stream's length is
-  bounded by STREAM_MAX_SECONDS instead. Put a buffering proxy (the ingress) in front, so
-  slow clients never hold a worker, and let it pass streams unbuffered
+  bounded by STREAM_MAX_SECONDS instead, and on a graceful stop open streams are ended after
+  10 s (gpupaas/workers.py), within ``graceful_timeout``. Put a buffering proxy (the
+  ingress) in front, so slow clients never hold a worker, and let it pass streams unbuffered
   (``X-Accel-Buffering: no``) with a read timeout above STREAM_MAX_SECONDS.
 * The worker heartbeat file lives in /dev/shm: on a disk-backed /tmp every heartbeat is an
   inode change that the filesystem journals, and workers stall behind it.
@@ -40,7 +41,7 @@ from typing import Any
 
 bind = "0.0.0.0:8000"
 workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-worker_class = "uvicorn_worker.UvicornWorker"
+worker_class = "gpupaas.workers.UvicornWorker"
 backlog = 2048
 timeout = 60
 graceful_timeout = 30

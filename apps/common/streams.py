@@ -156,7 +156,14 @@ class ThreadedReader:
         from django.db import connections
 
         try:
+            first = True
             for value in self._source:
+                if first:
+                    # The source looks its workload up before its first line; later lines
+                    # come from the cluster only: hold no database connection for the
+                    # length of a stream.
+                    connections.close_all()
+                    first = False
                 if not self._hand(("line", value)):
                     return
         except Exception as exc:
