@@ -336,12 +336,16 @@ def main() -> int:
                     print(f"measuring {name}…", flush=True)
                     rows.append(asyncio.run(measure(name, base, token, workload_id, args)))
                 finally:
-                    server.send_signal(signal.SIGINT)  # at once: sync workers may be mid-stream
+                    # A graceful stop, as a deploy does: ASGI workers end their open streams after
+                    # 10 s (gpupaas/workers.py); sync workers stuck in one are killed after 30 s.
+                    stopping = time.monotonic()
+                    server.send_signal(signal.SIGTERM)
                     try:
-                        server.wait(timeout=45)  # the workers are killed after 30 s
+                        server.wait(timeout=45)
                     except subprocess.TimeoutExpired:
                         server.kill()
                         server.wait()
+                    print(f"  stopped in {time.monotonic() - stopping:.1f} s", flush=True)
     finally:
         redis.terminate()
         redis.wait(timeout=30)
