@@ -17,7 +17,7 @@ Each is measured two ways, after a few seconds of quiet:
 
 Baseline in the same run: /healthz (no database, no authentication), saturated and paced.
 gunicorn runs with the production settings module and its production configuration
-(``gpupaas/gunicorn_conf.py``: sync workers, heartbeat in /dev/shm, the loaded application
+(``gpupaas/gunicorn_conf.py``: uvicorn workers, heartbeat in /dev/shm, the loaded application
 frozen out of the garbage collector); the rate limit is set out of reach for the run (one
 token sends everything) but still counted in Redis, as production does.
 
@@ -302,7 +302,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--duration", type=int, default=15, help="seconds per measurement")
     parser.add_argument("--rate", type=float, default=200.0, help="paced offered load, req/s")
-    parser.add_argument("--workers", type=int, default=WORKERS, help="gunicorn sync workers")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="gunicorn workers")
     parser.add_argument("--settle", type=float, default=3.0, help="quiet seconds between rows")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
@@ -346,7 +346,7 @@ def main() -> int:
                 "--workers", str(args.workers),
                 "--bind", f"127.0.0.1:{port}",
                 "--log-level", "warning",
-                "gpupaas.wsgi:application",
+                "gpupaas.asgi:application",
             ],
             cwd=REPO_ROOT,
             env=env,
@@ -405,7 +405,7 @@ def main() -> int:
     healthz = results[0].rps
     print()
     print(
-        f"gunicorn {args.workers} sync workers; saturated rows: wrk {THREADS} threads × "
+        f"gunicorn {args.workers} uvicorn workers; saturated rows: wrk {THREADS} threads × "
         f"{CONNECTIONS} connections; paced rows: vegeta, open loop, ≤ {CONNECTIONS} connections"
     )
     print(f"{args.rows} workloads, pages of 50, {args.duration} s per row, {os.cpu_count()} CPUs")

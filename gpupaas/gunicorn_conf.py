@@ -1,13 +1,23 @@
 """gunicorn settings for the portal and API in production (and the API benchmark).
 
-    gunicorn -c python:gpupaas.gunicorn_conf gpupaas.wsgi:application
+    gunicorn -c python:gpupaas.gunicorn_conf gpupaas.asgi:application
 
 Anything here can be overridden per deployment with gunicorn's own ``GUNICORN_CMD_ARGS``
 (e.g. ``GUNICORN_CMD_ARGS="--workers 8 --bind 0.0.0.0:9000"``).
 
-* Sync workers, one per CPU by default: requests are short and CPU-bound (Python and JSON),
-  so more processes than cores only add switching. Put a buffering proxy (the ingress) in
-  front, as with any sync-worker deployment, so slow clients never hold a worker.
+* ASGI workers (uvicorn's, from the uvicorn-worker package), one per CPU by default:
+  requests are short and CPU-bound (Python and JSON), so more processes than cores only add
+  switching. Django runs the synchronous views of each worker one at a time on one thread,
+  as a sync worker would, but long-lived responses (log follow, the portal's live log view)
+  are served on the worker's event loop, their blocking reads on threads of their own
+  (apps/common/streams.py): open streams hold no worker, and /healthz and the API answer
+  beside any number of them (bench/streams_bench.py). With sync workers each stream held a
+  whole worker: a few followers starved the portal, and ``timeout`` cut every stream.
+  ``timeout`` still restarts a worker whose event loop stops answering; a stream's length is
+  bounded by STREAM_MAX_SECONDS instead, and on a graceful stop open streams are ended after
+  10 s (gpupaas/workers.py), within ``graceful_timeout``. Put a buffering proxy (the
+  ingress) in front, so slow clients never hold a worker, and let it pass streams unbuffered
+  (``X-Accel-Buffering: no``) with a read timeout above STREAM_MAX_SECONDS.
 * The worker heartbeat file lives in /dev/shm: on a disk-backed /tmp every heartbeat is an
   inode change that the filesystem journals, and workers stall behind it.
 * The garbage collector is tuned for request work. Each worker freezes the objects that
@@ -31,7 +41,7 @@ from typing import Any
 
 bind = "0.0.0.0:8000"
 workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-worker_class = "sync"
+worker_class = "gpupaas.workers.UvicornWorker"
 backlog = 2048
 timeout = 60
 graceful_timeout = 30

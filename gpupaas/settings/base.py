@@ -361,6 +361,14 @@ API_TOKEN_MAX_LIFETIME_DAYS = env_int("API_TOKEN_MAX_LIFETIME_DAYS", 365, minimu
 # Live (neither revoked nor expired) tokens one person may hold.
 API_TOKEN_MAX_PER_USER = env_int("API_TOKEN_MAX_PER_USER", 20, minimum=1)
 
+# Log streams (API follow, the portal's live view; apps/common/streams.py): how many one
+# person may hold open at once in a web process (one more is answered 429), the longest one
+# stays open (it then ends with a message saying so), and the seconds without a line after
+# which the portal's live view sends a keep-alive comment.
+STREAMS_PER_USER = env_int("STREAMS_PER_USER", 4, minimum=1)
+STREAM_MAX_SECONDS = env_int("STREAM_MAX_SECONDS", 3600, minimum=1)
+STREAM_HEARTBEAT_SECONDS = env_int("STREAM_HEARTBEAT_SECONDS", 15, minimum=1)
+
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 REST_FRAMEWORK = {

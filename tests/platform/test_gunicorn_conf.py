@@ -11,7 +11,7 @@ def test_workers_heartbeat_in_memory_and_one_worker_per_cpu() -> None:
     conf = importlib.reload(gunicorn_conf)
     assert conf.worker_tmp_dir == "/dev/shm"  # noqa: S108
     assert conf.workers == len(os.sched_getaffinity(0))
-    assert conf.worker_class == "sync"
+    assert conf.worker_class == "gpupaas.workers.UvicornWorker"
 
 
 def test_a_worker_freezes_what_the_application_loaded_and_collects_less_often() -> None:
@@ -24,3 +24,13 @@ def test_a_worker_freezes_what_the_application_loaded_and_collects_less_often() 
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+def test_the_worker_is_uvicorns_and_ends_open_streams_on_a_graceful_stop() -> None:
+    from gunicorn.util import load_class
+    from uvicorn_worker import UvicornWorker
+
+    worker = load_class(gunicorn_conf.worker_class)
+    assert issubclass(worker, UvicornWorker)
+    shutdown = worker.CONFIG_KWARGS["timeout_graceful_shutdown"]
+    assert 0 < shutdown < gunicorn_conf.graceful_timeout

@@ -44,6 +44,7 @@ from apps.api.serializers import (
     workload_rows,
 )
 from apps.catalog.models import GpuClass, Image
+from apps.common import streams
 from apps.common.http import client_ip
 from apps.orchestration.errors import ClusterError, cluster_error_answer
 from apps.orchestration.reads import LogsUnavailable, workload_logs
@@ -656,6 +657,8 @@ class WorkloadLogsView(APIView):
                     follow=opts["follow"],
                     replica=opts["replica"],
                 )
+                if streams.is_asgi(request):
+                    return self._served_async(request, lines)
             # The generator talks to the cluster on its first step: take it here, so that "no
             # logs" is a 409 and a cluster error its answer (base.exception_handler), with the
             # error shape, rather than a broken 200 stream.
@@ -669,6 +672,44 @@ class WorkloadLogsView(APIView):
         response["Cache-Control"] = "no-store"
         response["X-Accel-Buffering"] = "no"  # let proxies pass followed lines at once
         return response
+
+    def _served_async(self, request: Request, lines: Iterator[str]) -> StreamingHttpResponse:
+        """Under ASGI the lines are read off the view's thread and the first one (or the
+        error that makes the answer a 409 or 503) is awaited on the event loop
+        (apps/common/streams.py); each user holds at most STREAMS_PER_USER streams."""
+        slot = streams.Slot.claim(request.user.pk)
+        if slot is None:
+            raise TooManyStreams(streams.too_many_message())
+
+        def on_error(exc: Exception) -> Response:
+            if isinstance(exc, LogsUnavailable):
+                exc = Conflict(str(exc), code="logs_unavailable")
+            return self.finalize_response(request, self.handle_exception(exc))
+
+        return streams.PendingStream(lines, render=_stream_chunk, on_error=on_error, slot=slot)
+
+    @classmethod
+    def as_view(cls, **initkwargs: Any) -> Any:
+        return streams.opens_streams(super().as_view(**initkwargs))
+
+
+class TooManyStreams(exceptions.APIException):
+    status_code = status.HTTP_429_TOO_MANY_REQUESTS
+    default_code = "too_many_streams"
+
+
+def _stream_chunk(kind: str, value: Any) -> str | None:
+    """An item of the threaded reader as plain text: the same lines as the synchronous
+    path, with a cluster failure mid-stream as its last line."""
+    if kind == "line":
+        return f"{value}\n"
+    if kind == "error":
+        if isinstance(value, LogsUnavailable):
+            return f"[gpupaas] log stream ended: {value}\n"
+        if isinstance(value, ClusterError):
+            return f"[gpupaas] log stream ended: {cluster_error_answer(value).message}\n"
+        raise value
+    return None
 
 
 def _take_one(lines: Iterator[str]) -> Iterator[str]:

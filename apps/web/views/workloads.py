@@ -30,6 +30,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts.models import User
 from apps.accounts.selectors import memberships_of, teams_of
 from apps.catalog.models import GpuClass
+from apps.common import streams
 from apps.common.http import client_ip
 from apps.orchestration.errors import ClusterError, cluster_error_answer
 from apps.orchestration.reads import (
@@ -541,10 +542,28 @@ def workload_logs_stream(request: HttpRequest, workload_id: int) -> StreamingHtt
             return
         yield _sse("end", "The log stream ended (the container stopped).")
 
-    response = StreamingHttpResponse(stream(), content_type="text/event-stream")
-    response["Cache-Control"] = "no-store"
-    response["X-Accel-Buffering"] = "no"  # let a proxy pass lines through as they come
-    return response
+    # Under ASGI the lines are read off the view's thread, with keep-alives, a time limit
+    # and a per-user cap (apps/common/streams.py); under WSGI stream() is served as is.
+    return streams.sse_response(
+        request,
+        lambda: workload_logs(workload=workload, tail_lines=50, follow=True),
+        sse=_sse,
+        render=_sse_item,
+        sync_stream=stream,
+    )
+
+
+def _sse_item(kind: str, value: Any) -> str | None:
+    """An item of the threaded reader as an event, as stream() sends them."""
+    if kind == "line":
+        return _sse("line", value)
+    if isinstance(value, LogsUnavailable):
+        return _sse("unavailable", str(value))
+    if isinstance(value, ClusterError):
+        return _sse("unavailable", cluster_error_answer(value).message)
+    if kind == "end":
+        return _sse("end", "The log stream ended (the container stopped).")
+    raise value
 
 
 def _action(
