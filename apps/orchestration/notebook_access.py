@@ -46,7 +46,6 @@ COOKIE_PREFIX = "gpupaas-nb-"
 _TICKET_SALT = "gpupaas.notebook.ticket"
 _COOKIE_SALT = "gpupaas.notebook.access"
 _PATH_RE = re.compile(r"^/notebooks/(?P<namespace>[a-z0-9-]+)/(?P<id>[0-9]+)/")
-_LABEL_RE = re.compile(r"^wl-(?P<id>[0-9]+)$")
 
 
 def _split_scheme(value: str) -> tuple[str, str]:
@@ -147,14 +146,10 @@ def notebook_for_url(url: str) -> tuple[Workload, NotebookLocation] | None:
     match = _PATH_RE.match(parts.path or "")
     if not host or match is None:
         return None
-    workload_id = int(match["id"])
-    if settings.NOTEBOOK_WILDCARD_HOST:
-        label = _LABEL_RE.match(host.split(".", 1)[0])
-        if label is None or int(label["id"]) != workload_id:
-            return None
+    # The path names the notebook; its stored Ingress name must then give this very host.
     workload = (
         Workload.objects.select_related("team", "owner")
-        .filter(pk=workload_id, kind=wl.KIND_NOTEBOOK)
+        .filter(pk=int(match["id"]), kind=wl.KIND_NOTEBOOK)
         .first()
     )
     if workload is None:
