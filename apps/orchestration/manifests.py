@@ -677,6 +677,7 @@ def _with(spec: WorkloadSpec, **changes: Any) -> WorkloadSpec:
 INGRESS_AUTH_URL = "nginx.ingress.kubernetes.io/auth-url"
 INGRESS_AUTH_SIGNIN = "nginx.ingress.kubernetes.io/auth-signin"
 INGRESS_AUTH_RESPONSE_HEADERS = "nginx.ingress.kubernetes.io/auth-response-headers"
+INGRESS_AUTH_METHOD = "nginx.ingress.kubernetes.io/auth-method"
 
 
 def notebook_ingress_annotations(spec: WorkloadSpec) -> dict[str, str]:
@@ -687,6 +688,8 @@ def notebook_ingress_annotations(spec: WorkloadSpec) -> dict[str, str]:
         return {}
     annotations = {
         INGRESS_AUTH_URL: spec.notebook_auth_url,
+        # The check reads only; without this nginx would ask with the request's own method.
+        INGRESS_AUTH_METHOD: "GET",
         INGRESS_AUTH_RESPONSE_HEADERS: "Authorization",
     }
     if spec.notebook_signin_url:

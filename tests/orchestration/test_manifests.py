@@ -473,6 +473,7 @@ def test_notebook_ingress_is_guarded_by_the_portal_on_its_own_host_with_tls() ->
     assert ingress["metadata"]["annotations"] == {
         "nginx.ingress.kubernetes.io/auth-url": "http://gpupaas-web.gpupaas.svc/notebooks/auth/",
         "nginx.ingress.kubernetes.io/auth-signin": "https://gpu.example.com/notebooks/signin/",
+        "nginx.ingress.kubernetes.io/auth-method": "GET",
         "nginx.ingress.kubernetes.io/auth-response-headers": "Authorization",
     }
     assert ingress["spec"] == {

@@ -277,6 +277,21 @@ def test_the_original_url_may_come_as_host_and_uri(portal: Portal, notebooks: No
     assert answer.status_code == 200
 
 
+def test_the_check_answers_whatever_method_the_ingress_asks_with(
+    portal: Portal, notebooks: None
+) -> None:
+    nb = notebook(portal)
+    browser = Client(enforce_csrf_checks=True)
+    assert ingress_asks(browser, opened(portal, portal.cast.owner, nb)).status_code == 200
+    for method in ("post", "put", "delete", "head"):
+        answer = getattr(browser, method)(AUTH, HTTP_X_ORIGINAL_URL=url_of(nb))
+        assert answer.status_code == 200, method
+    assert (
+        Client(enforce_csrf_checks=True).post(AUTH, HTTP_X_ORIGINAL_URL=url_of(nb)).status_code
+        == 401
+    )
+
+
 # --- the token never leaves the server side --------------------------------------------------
 
 

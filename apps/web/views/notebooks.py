@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from apps.accounts.models import User
@@ -132,8 +133,8 @@ def _refuse(status: int) -> HttpResponse:
     return _no_store(HttpResponse(status=status))
 
 
+@csrf_exempt  # it changes nothing but its own cookie, and is asked with the request's method
 @never_cache
-@require_GET
 def notebook_auth(request: HttpRequest) -> HttpResponse:
     """The ingress asks here before every request to a notebook (auth-url).
 
