@@ -296,6 +296,11 @@ class WorkloadSpec:
     sweep_grid: Mapping[str, Sequence[str]] = field(default_factory=dict)
     notebook_base_url: str = ""
     notebook_host: str = ""
+    # The portal's auth endpoint as the ingress controller reaches it, and its sign-in page as
+    # the browser does: every request to the notebook is authorised by the portal.
+    notebook_auth_url: str = ""
+    notebook_signin_url: str = ""
+    notebook_tls_secret: str = ""
     home_claim: str = ""
     home_size: str = "20Gi"
     # Seconds a preempted pod gets to checkpoint (as configured; the scheduler waits as long).
@@ -669,6 +674,29 @@ def _with(spec: WorkloadSpec, **changes: Any) -> WorkloadSpec:
     return replace(spec, **changes)
 
 
+INGRESS_AUTH_URL = "nginx.ingress.kubernetes.io/auth-url"
+INGRESS_AUTH_SIGNIN = "nginx.ingress.kubernetes.io/auth-signin"
+INGRESS_AUTH_RESPONSE_HEADERS = "nginx.ingress.kubernetes.io/auth-response-headers"
+INGRESS_AUTH_METHOD = "nginx.ingress.kubernetes.io/auth-method"
+
+
+def notebook_ingress_annotations(spec: WorkloadSpec) -> dict[str, str]:
+    """ingress-nginx asks the portal about every request (auth-url): 2xx lets it through with
+    the Jupyter token the portal answers in ``Authorization`` (so no browser ever holds it),
+    401 sends the browser to the portal's sign-in (auth-signin), anything else refuses."""
+    if not spec.notebook_auth_url:
+        return {}
+    annotations = {
+        INGRESS_AUTH_URL: spec.notebook_auth_url,
+        # The check reads only; without this nginx would ask with the request's own method.
+        INGRESS_AUTH_METHOD: "GET",
+        INGRESS_AUTH_RESPONSE_HEADERS: "Authorization",
+    }
+    if spec.notebook_signin_url:
+        annotations[INGRESS_AUTH_SIGNIN] = spec.notebook_signin_url
+    return annotations
+
+
 def notebook_path(namespace: str, workload_id: int) -> str:
     """Where a notebook is served on the notebook host: its Ingress path and Jupyter's base URL."""
     return f"/notebooks/{namespace}/{workload_id}/"
@@ -750,11 +778,20 @@ def notebook_manifests(spec: WorkloadSpec) -> list[Manifest]:
     }
     if spec.notebook_host:
         rule["host"] = spec.notebook_host
+    ingress_spec: dict[str, Any] = {"rules": [rule]}
+    if spec.notebook_tls_secret and spec.notebook_host:
+        ingress_spec["tls"] = [
+            {"hosts": [spec.notebook_host], "secretName": spec.notebook_tls_secret}
+        ]
+    metadata: dict[str, Any] = {"name": name, "namespace": spec.namespace, "labels": labels}
+    ingress_annotations = notebook_ingress_annotations(spec)
+    if ingress_annotations:
+        metadata["annotations"] = ingress_annotations
     ingress = {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
-        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
-        "spec": {"rules": [rule]},
+        "metadata": metadata,
+        "spec": ingress_spec,
     }
     return [statefulset, service, ingress]
 

@@ -15,6 +15,7 @@ Django-side imports are made inside the functions that need them: the node agent
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -240,6 +241,26 @@ def notebook_token(workload: Workload) -> str:
     if not encoded:
         raise NotebookUnavailable("The notebook is still starting; try again in a moment.")
     return base64.b64decode(encoded).decode("utf-8")
+
+
+_TOKEN_CACHE: dict[tuple[int, str], tuple[float, str]] = {}
+_TOKEN_CACHE_SECONDS = 30.0
+
+
+def notebook_token_for_ingress(workload: Workload) -> str:
+    """The Jupyter token for the ingress to hand upstream, asked for on every request to a
+    notebook: kept in this process's memory (never in a shared store) for a few seconds, keyed
+    by the notebook's start, so a resumed notebook's new Secret is read again."""
+    key = (workload.pk, str(workload.started_at))
+    now = time.monotonic()
+    cached = _TOKEN_CACHE.get(key)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    token = notebook_token(workload)
+    for stale in [k for k, (until, _) in _TOKEN_CACHE.items() if until <= now or k[0] == key[0]]:
+        _TOKEN_CACHE.pop(stale, None)
+    _TOKEN_CACHE[key] = (now + _TOKEN_CACHE_SECONDS, token)
+    return token
 
 
 # --- a cluster ----------------------------------------------------------------------------

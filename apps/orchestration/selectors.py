@@ -18,6 +18,7 @@ from apps.catalog.resources import GpuClassSpec, gpu_resources
 from apps.orchestration import archive, reads
 from apps.orchestration import manifests as m
 from apps.orchestration.models import HomeVolume, WorkloadArchive, WorkloadLogArchive
+from apps.orchestration.notebook_access import workload_ingress_settings
 from apps.quotas.models import TeamQuota
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
@@ -178,7 +179,7 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         placement=placement_replicas(workload.placement, node_uuids_for(workload)),
         pod_annotations=annotations,
         sweep_grid=grid,
-        notebook_host=settings.NOTEBOOK_HOST,
+        **(workload_ingress_settings(workload) if workload.kind == wl.KIND_NOTEBOOK else {}),
         home_claim=home_claim_name(workload) if workload.kind == wl.KIND_NOTEBOOK else "",
         home_size=settings.NOTEBOOK_HOME_SIZE,
         grace_seconds=preemption_grace_seconds()[workload.priority_class],

@@ -281,6 +281,32 @@ ORCHESTRATION_RECONCILE_SECONDS = env_int("ORCHESTRATION_RECONCILE_SECONDS", 15,
 ORCHESTRATION_STATUS_SYNC_SECONDS = env_int("ORCHESTRATION_STATUS_SYNC_SECONDS", 3, minimum=1)
 ORCHESTRATION_INVENTORY_SECONDS = env_int("ORCHESTRATION_INVENTORY_SECONDS", 60, minimum=5)
 NOTEBOOK_HOST = env_str("NOTEBOOK_HOST", "")
+# Notebooks are opened only through the portal: their Ingress asks the portal's auth endpoint
+# about every request (ingress-nginx auth-url) and sends people without access to the portal's
+# sign-in (auth-signin). With a wildcard host ("*.nb.gpu.example.com") each notebook gets a host
+# (an origin) of its own; otherwise they share NOTEBOOK_HOST, one path each. PORTAL_URL is the
+# portal's public address (the browser is sent there); NOTEBOOK_AUTH_URL is where the ingress
+# controller reaches the auth endpoint (by default through PORTAL_URL; its host must be in
+# ALLOWED_HOSTS). The "Open" redirect carries a one-time ticket valid NOTEBOOK_TICKET_SECONDS;
+# the notebook's host then holds a signed cookie valid NOTEBOOK_ACCESS_SECONDS (renewed while
+# in use). NOTEBOOK_TLS_SECRET: the certificate Secret for the notebooks' Ingress TLS.
+NOTEBOOK_WILDCARD_HOST = env_str("NOTEBOOK_WILDCARD_HOST", "")
+NOTEBOOK_TLS_SECRET = env_str("NOTEBOOK_TLS_SECRET", "")
+PORTAL_URL = env_str("PORTAL_URL", "").rstrip("/")
+NOTEBOOK_AUTH_URL = env_str(
+    "NOTEBOOK_AUTH_URL", f"{PORTAL_URL}/notebooks/auth/" if PORTAL_URL else ""
+)
+NOTEBOOK_TICKET_SECONDS = env_int("NOTEBOOK_TICKET_SECONDS", 60, minimum=5)
+NOTEBOOK_ACCESS_SECONDS = env_int("NOTEBOOK_ACCESS_SECONDS", 3600, minimum=60)
+if NOTEBOOK_WILDCARD_HOST and not NOTEBOOK_WILDCARD_HOST.split("://")[-1].startswith("*."):
+    raise ImproperlyConfigured(
+        f"NOTEBOOK_WILDCARD_HOST={NOTEBOOK_WILDCARD_HOST!r} must start with '*.'."
+    )
+if (NOTEBOOK_HOST or NOTEBOOK_WILDCARD_HOST) and not (PORTAL_URL and NOTEBOOK_AUTH_URL):
+    raise ImproperlyConfigured(
+        "Notebooks served through an ingress are opened through the portal: set PORTAL_URL "
+        "(and NOTEBOOK_AUTH_URL if the ingress controller reaches the portal elsewhere)."
+    )
 NOTEBOOK_INGRESS_NAMESPACE = env_str("NOTEBOOK_INGRESS_NAMESPACE", "ingress-nginx")
 NOTEBOOK_HOME_SIZE = env_str("NOTEBOOK_HOME_SIZE", "20Gi")
 # Logs and events outlive the objects: before a workload's objects are deleted, the end of

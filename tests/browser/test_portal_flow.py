@@ -70,7 +70,7 @@ def test_notebook_reaches_running_live_then_suspends_resumes_and_cancels(
     expect(page.locator("table.placement")).to_contain_text("a100-mig-")
     expect(page.locator("#timeline")).to_contain_text("running")
     expect(page.get_by_role("link", name="Open notebook")).to_be_visible()
-    # Opening reads the Jupyter token from the cluster's Secret, for the owner only.
+    # Opening sends the owner in with a one-time ticket; the Jupyter token stays in its Secret.
     notebook = Workload.objects.get(name="alice-lab")
     opened = page.request.get(f"{url}open/", max_redirects=0)
     secret = platform.kube.read_namespaced_secret(
@@ -78,9 +78,11 @@ def test_notebook_reaches_running_live_then_suspends_resumes_and_cancels(
     )
     token = base64.b64decode(secret.data["token"]).decode()
     assert opened.status == 302
-    assert opened.headers["location"] == (
-        f"https://{NOTEBOOK_HOST}/notebooks/{notebook.team.namespace}/{notebook.pk}/?token={token}"
+    assert opened.headers["location"].startswith(
+        f"https://{NOTEBOOK_HOST}/notebooks/{notebook.team.namespace}/{notebook.pk}/"
+        "?gpupaas-ticket="
     )
+    assert token not in opened.headers["location"]
     teammate = new_page()
     platform.sign_in(teammate, "bob")
     assert teammate.request.get(f"{url}open/", max_redirects=0).status == 403

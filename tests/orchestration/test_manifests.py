@@ -456,6 +456,54 @@ def test_notebook_has_statefulset_service_ingress_and_token_from_secret() -> Non
     assert "t0k" not in str(m.notebook_manifests(nb))
 
 
+def test_notebook_ingress_is_guarded_by_the_portal_on_its_own_host_with_tls() -> None:
+    nb = spec(
+        kind="notebook",
+        priority_class="development",
+        command=(),
+        args=(),
+        env={},
+        home_claim="home-u1",
+        notebook_host="wl-42.nb.gpu.example.com",
+        notebook_tls_secret="nb-wildcard-cert",
+        notebook_auth_url="http://gpupaas-web.gpupaas.svc/notebooks/auth/",
+        notebook_signin_url="https://gpu.example.com/notebooks/signin/",
+    )
+    ingress = m.notebook_manifests(nb)[2]
+    assert ingress["metadata"]["annotations"] == {
+        "nginx.ingress.kubernetes.io/auth-url": "http://gpupaas-web.gpupaas.svc/notebooks/auth/",
+        "nginx.ingress.kubernetes.io/auth-signin": "https://gpu.example.com/notebooks/signin/",
+        "nginx.ingress.kubernetes.io/auth-method": "GET",
+        "nginx.ingress.kubernetes.io/auth-response-headers": "Authorization",
+    }
+    assert ingress["spec"] == {
+        "rules": [
+            {
+                "host": "wl-42.nb.gpu.example.com",
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/notebooks/team-vision/42/",
+                            "pathType": "Prefix",
+                            "backend": {"service": {"name": "wl-42", "port": {"number": 80}}},
+                        }
+                    ]
+                },
+            }
+        ],
+        "tls": [{"hosts": ["wl-42.nb.gpu.example.com"], "secretName": "nb-wildcard-cert"}],
+    }
+
+
+def test_notebook_ingress_without_tls_secret_or_host_has_no_tls() -> None:
+    base = {"kind": "notebook", "priority_class": "development", "home_claim": "home-u1"}
+    shared = m.notebook_manifests(spec(**base, notebook_host="nb.example.com"))[2]
+    assert "tls" not in shared["spec"]
+    assert "annotations" not in shared["metadata"]
+    hostless = m.notebook_manifests(spec(**base, notebook_tls_secret="cert"))[2]
+    assert "tls" not in hostless["spec"]
+
+
 def test_hami_placement_pins_gpu_uuids() -> None:
     job = m.training_manifests(
         spec(

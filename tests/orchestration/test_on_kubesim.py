@@ -413,6 +413,46 @@ def test_notebook_runs_with_home_volume_kept_on_suspend(
     assert core_api.read_namespaced_persistent_volume_claim(claim, team.namespace)
 
 
+def test_notebook_ingress_is_guarded_by_the_portal_on_its_own_host_with_tls(
+    team: Team, cluster: Cluster, kube_api_client: Any, settings: Any
+) -> None:
+    from apps.orchestration.notebook_access import notebook_location
+
+    settings.NOTEBOOK_WILDCARD_HOST = "*.nb.gpu.example.com"
+    settings.NOTEBOOK_TLS_SECRET = "nb-wildcard-cert"
+    settings.PORTAL_URL = "https://gpu.example.com"
+    settings.NOTEBOOK_AUTH_URL = "http://gpupaas-web.gpupaas.svc/notebooks/auth/"
+    image = ImageFactory(
+        name="nb", kind="notebook", reference="quay.io/jupyter/base-notebook:2024-12-02"
+    )
+    workload = admitted(
+        team, kind=wl.KIND_NOTEBOOK, priority_class="development", image=image, params={}
+    )
+    services.workload_reconcile(workload_id=workload.pk)
+    workload.refresh_from_db()
+    stored = next(r for r in workload.k8s_objects if r["kind"] == "Ingress")
+    ingress = k8s.NetworkingV1Api(kube_api_client).read_namespaced_ingress(
+        stored["name"], team.namespace
+    )
+    host = f"{stored['name']}.nb.gpu.example.com"
+    assert ingress.metadata.annotations == {
+        "nginx.ingress.kubernetes.io/auth-url": "http://gpupaas-web.gpupaas.svc/notebooks/auth/",
+        "nginx.ingress.kubernetes.io/auth-signin": "https://gpu.example.com/notebooks/signin/",
+        "nginx.ingress.kubernetes.io/auth-method": "GET",
+        "nginx.ingress.kubernetes.io/auth-response-headers": "Authorization",
+    }
+    assert [rule.host for rule in ingress.spec.rules] == [host]
+    path = ingress.spec.rules[0].http.paths[0]
+    assert path.path == f"/notebooks/{team.namespace}/{workload.pk}/"
+    assert path.backend.service.name == next(
+        r["name"] for r in workload.k8s_objects if r["kind"] == "Service"
+    )
+    assert [(t.hosts, t.secret_name) for t in ingress.spec.tls] == [([host], "nb-wildcard-cert")]
+    # The portal sends the browser to the host the cluster serves.
+    location = notebook_location(workload)
+    assert location is not None and location.host == host
+
+
 def test_logs_tail_and_follow_come_from_the_cluster(team: Team, cluster: Cluster) -> None:
     from apps.orchestration.reads import LogsUnavailable, workload_events, workload_logs
 

@@ -97,3 +97,33 @@ def test_cluster_errors_are_not_hidden_in_a_notebook_error(
     workload = notebook(cast, k8s_objects=[{"kind": "Secret", "namespace": "x", "name": "y"}])
     with pytest.raises(ClusterUnreachable):
         reads.notebook_token(workload)
+
+
+def test_the_ingress_token_is_kept_briefly_in_memory_and_read_again_after_a_restart(
+    cast: Cast, kube: RecordingKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    monkeypatch.setattr(reads, "_TOKEN_CACHE", {})
+    namespace = cast.team.namespace
+    workload = notebook(
+        cast,
+        started_at=timezone.now(),
+        k8s_objects=[{"kind": "Secret", "namespace": namespace, "name": "nb-token"}],
+    )
+    kube.objects[("Secret", namespace, "nb-token")] = {
+        "data": {"token": base64.b64encode(b"first").decode()}
+    }
+    # The ingress asks for every request of a notebook: one read serves many.
+    assert [reads.notebook_token_for_ingress(workload) for _ in range(3)] == ["first"] * 3
+    assert len(kube.asked) == 1
+    # Resumed, the notebook has a new Secret and a new start: it is read again.
+    kube.objects[("Secret", namespace, "nb-token")] = {
+        "data": {"token": base64.b64encode(b"second").decode()}
+    }
+    workload.started_at = timezone.now() + timedelta(seconds=1)
+    assert reads.notebook_token_for_ingress(workload) == "second"
+    assert len(kube.asked) == 2
+    assert len(reads._TOKEN_CACHE) == 1

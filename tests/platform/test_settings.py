@@ -164,3 +164,22 @@ def test_production_shares_rate_limits_through_redis_by_default() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "redis"
+
+
+def test_a_notebook_host_needs_the_portal_to_guard_it() -> None:
+    result = _manage("gpupaas.settings.dev", "check", NOTEBOOK_WILDCARD_HOST="*.nb.example.com")
+    assert result.returncode != 0
+    assert "PORTAL_URL" in result.stderr
+    result = _manage("gpupaas.settings.dev", "check", NOTEBOOK_WILDCARD_HOST="nb.example.com")
+    assert result.returncode != 0
+    assert "must start with '*.'" in result.stderr
+    result = _manage(
+        "gpupaas.settings.dev",
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.NOTEBOOK_AUTH_URL)",
+        NOTEBOOK_HOST="nb.example.com",
+        PORTAL_URL="https://gpu.example.com/",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "https://gpu.example.com/notebooks/auth/"

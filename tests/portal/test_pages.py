@@ -224,32 +224,57 @@ def test_events_and_logs_say_why_when_not_placed_yet(portal: Portal) -> None:
 
 def test_only_owner_and_admin_may_open_a_notebook(portal: Portal, settings: Any) -> None:
     settings.NOTEBOOK_HOST = ""
+    settings.NOTEBOOK_WILDCARD_HOST = ""
     workload = portal.workload(kind="notebook", state=core.RUNNING, image=portal.notebook_image)
     url = f"/workloads/{workload.pk}/open/"
     assert portal.client(portal.cast.teammate).get(url).status_code == 403
     assert portal.client(portal.cast.lead).get(url).status_code == 403
     assert portal.client(portal.cast.outsider).get(url).status_code == 404
     owner = html(portal.client(portal.cast.owner).get(url))
-    assert "No ingress host is configured" in owner
+    assert "not published through an ingress" in owner
     assert f"/notebooks/{portal.cast.team.namespace}/{workload.pk}/" in owner
-    assert "No ingress host is configured" in html(portal.client(portal.cast.admin).get(url))
+    assert "not published through an ingress" in html(portal.client(portal.cast.admin).get(url))
 
 
-def test_open_redirects_with_the_token_read_from_the_cluster(
+def test_without_an_ingress_host_open_shows_how_to_port_forward(
+    portal: Portal, settings: Any
+) -> None:
+    settings.NOTEBOOK_HOST = ""
+    settings.NOTEBOOK_WILDCARD_HOST = ""
+    workload = portal.workload(kind="notebook", state=core.RUNNING, image=portal.notebook_image)
+    ns = portal.cast.team.namespace
+    Workload.objects.filter(pk=workload.pk).update(
+        k8s_objects=[
+            {"kind": "Service", "name": "nb-svc", "namespace": ns},
+            {"kind": "Secret", "name": "nb-token", "namespace": ns},
+        ]
+    )
+    page = html(portal.client(portal.cast.owner).get(f"/workloads/{workload.pk}/open/"))
+    assert f"kubectl -n {ns} port-forward service/nb-svc 8888:80" in page
+    assert f"http://127.0.0.1:8888/notebooks/{ns}/{workload.pk}/" in page
+    assert f"kubectl -n {ns} get secret nb-token" in page
+
+
+def test_open_redirects_to_the_notebook_with_a_ticket_not_the_token(
     portal: Portal, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.NOTEBOOK_HOST = "notebooks.example.com"
+    settings.NOTEBOOK_WILDCARD_HOST = ""
     workload = portal.workload(kind="notebook", state=core.RUNNING, image=portal.notebook_image)
+    ns = portal.cast.team.namespace
+    Workload.objects.filter(pk=workload.pk).update(
+        k8s_objects=[{"kind": "Ingress", "name": f"wl-{workload.pk}", "namespace": ns}]
+    )
     read = []
     monkeypatch.setattr(
-        "apps.web.views.workloads.notebook_token", lambda w: read.append(w.pk) or "s3cret"
+        "apps.web.views.notebooks.notebook_token", lambda w: read.append(w.pk) or "s3cret"
     )
     response = portal.client(portal.cast.owner).get(f"/workloads/{workload.pk}/open/")
     assert response.status_code == 302
-    assert response["Location"] == (
-        f"https://notebooks.example.com/notebooks/{portal.cast.team.namespace}/{workload.pk}/"
-        "?token=s3cret"
+    assert response["Location"].startswith(
+        f"https://notebooks.example.com/notebooks/{ns}/{workload.pk}/?gpupaas-ticket="
     )
+    assert "s3cret" not in response["Location"]
     assert response["Cache-Control"] == "no-store"
     assert read == [workload.pk]
     assert "s3cret" not in str(Workload.objects.filter(pk=workload.pk).values().get())

@@ -4,6 +4,7 @@ from django.urls import path
 
 from apps.web.views import accounts as account_views
 from apps.web.views import credentials as credential_views
+from apps.web.views import notebooks as notebook_views
 from apps.web.views import workloads as views
 
 urlpatterns = [
@@ -70,7 +71,15 @@ urlpatterns = [
         name="workload-resume",
     ),
     path("workloads/<int:workload_id>/clone/", views.workload_clone_view, name="workload-clone"),
-    path("workloads/<int:workload_id>/open/", views.workload_open, name="workload-open"),
+    path(
+        "workloads/<int:workload_id>/open/",
+        notebook_views.workload_open,
+        name="workload-open",
+    ),
+    # Asked by the notebooks' ingress (auth-url, auth-signin); namespaces are team-<slug>, so
+    # these never meet a notebook's /notebooks/<namespace>/<id>/ path.
+    path("notebooks/auth/", notebook_views.notebook_auth, name="notebook-auth"),
+    path("notebooks/signin/", notebook_views.notebook_signin, name="notebook-signin"),
     # The team page lives with the accounts app; it is mounted here to get a short URL.
     path("teams/<slug:slug>/", account_views.team_detail, name="team-detail"),
     path("teams/<slug:slug>/secrets/", credential_views.team_secrets, name="team-secrets"),

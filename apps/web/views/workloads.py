@@ -11,7 +11,6 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -35,9 +34,6 @@ from apps.common.http import client_ip
 from apps.orchestration.errors import ClusterError, cluster_error_answer
 from apps.orchestration.reads import (
     LogsUnavailable,
-    NotebookUnavailable,
-    notebook_path,
-    notebook_token,
     workload_logs,
 )
 from apps.orchestration.selectors import (
@@ -618,48 +614,3 @@ def workload_clone_view(request: HttpRequest, workload_id: int) -> HttpResponse:
         messages.success(request, f"Submitted “{clone.name}”, a copy of “{workload.name}”.")
         return redirect("workload-detail", workload_id=clone.pk)
     return redirect("workload-detail", workload_id=workload.pk)
-
-
-@login_required
-@require_GET
-def workload_open(request: HttpRequest, workload_id: int) -> HttpResponse:
-    """Open a notebook: read its token from the cluster now and redirect to it.
-
-    Owner and admins only: teammates see the notebook's page but get 403 here, outsiders 404.
-    The token is never logged, stored or put in a page; only the redirect carries it.
-    """
-    user = _user(request)
-    workload = _workload(request, workload_id)
-    if workload.kind != core.KIND_NOTEBOOK:
-        raise Http404("Only notebooks can be opened.")
-    if not workload_may_open(user, workload):
-        raise PermissionDenied("Only the notebook's owner and platform admins may open it.")
-    path = notebook_path(workload)
-    problem = None
-    status = 200
-    if workload.state != core.RUNNING:
-        problem = f"The notebook is {workload.get_state_display().lower()}, not running."
-    elif not settings.NOTEBOOK_HOST:
-        problem = "No ingress host is configured for notebooks (NOTEBOOK_HOST is empty)."
-    else:
-        try:
-            token = notebook_token(workload)
-        except NotebookUnavailable as exc:
-            problem = str(exc)
-        except ClusterError as exc:
-            status, problem = cluster_error_answer(exc)
-        else:
-            host = settings.NOTEBOOK_HOST.rstrip("/")
-            base = host if "://" in host else f"https://{host}"
-            redirect_to = HttpResponseRedirect(f"{base}{path}?token={token}")
-            redirect_to["Cache-Control"] = "no-store"
-            redirect_to["Referrer-Policy"] = "no-referrer"
-            return redirect_to
-    response = render(
-        request,
-        "workloads/open.html",
-        {"workload": workload, "path": path, "problem": problem},
-        status=status,
-    )
-    response["Cache-Control"] = "no-store"
-    return response
