@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
+from apps.accounts.selectors import teams_visible_to
 from apps.catalog.models import Cluster, GpuClass
 from apps.scheduling import core, handoff, selectors
 from apps.scheduling.data import (
@@ -231,10 +232,12 @@ def _persist(
 class PreemptionVictim:
     """A running workload that a request would preempt if it were submitted now."""
 
-    id: int
-    name: str
+    # Who, when the person asking may see the workload (a team of theirs); else None: another
+    # team's work is named only by its team and size, as its own pages are hidden.
+    id: int | None
+    name: str | None
     kind: str
-    owner: str  # username
+    owner: str | None  # username
     team: str  # slug
     total_milli: int
     gpus: str  # "8 GPU H100-80GB", "2 × 4 GPU H100-80GB"
@@ -243,6 +246,8 @@ class PreemptionVictim:
 
     def describe(self) -> str:
         """``#12 notebook “big” (yours, 8 GPU H100-80GB)``."""
+        if self.id is None:
+            return f"a {self.kind} of {self.team} on borrowed capacity ({self.gpus})"
         whose = "yours" if self.yours else self.owner
         if not self.same_team:
             whose = f"{self.owner} of {self.team}, borrowed capacity"
@@ -292,17 +297,19 @@ def preemption_preview(
     rows = Workload.objects.select_related("owner", "team", "gpu_class").in_bulk(
         [p.workload_id for p in preemptions]
     )
+    visible = set(teams_visible_to(actor).values_list("pk", flat=True))
     victims = []
     for p in preemptions:
         w = rows.get(p.workload_id)
         if w is None:
             continue
+        shown = w.team_id in visible
         victims.append(
             PreemptionVictim(
-                id=w.pk,
-                name=w.name,
+                id=w.pk if shown else None,
+                name=w.name if shown else None,
                 kind=rules.KIND_LABELS.get(w.kind, w.kind),
-                owner=w.owner.get_username(),
+                owner=w.owner.get_username() if shown else None,
                 team=w.team.slug,
                 total_milli=w.total_milli,
                 gpus=sizing.request_label(w.gpu_milli, w.replicas, w.gpu_class.name),
