@@ -73,6 +73,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             "message": str(text),
             "fields": {},
         }
+    # An answer with more to say than a message (e.g. the workloads a submission would preempt).
+    body.update(getattr(exc, "body_extra", None) or {})
     if isinstance(exc, exceptions.Throttled):
         # DRF writes "0" for waits under a second; a client must always wait at least 1 s.
         wait = getattr(exc, "wait", None) or 1

@@ -151,6 +151,13 @@ class SecretRefSerializer(serializers.Serializer):
     )
 
 
+CONFIRM_PREEMPTION_HELP = (
+    "Submit even though starting it now preempts running work of yours or your teammates "
+    "(without it such a request is answered 409 with `would_preempt`). Another team's "
+    "borrowed capacity is reclaimed without asking."
+)
+
+
 class WorkloadCreateSerializer(serializers.Serializer):
     """A request for GPUs. ``team`` may be left out by members of exactly one team.
 
@@ -230,10 +237,15 @@ class WorkloadCreateSerializer(serializers.Serializer):
         f"{rules.MAX_GRID_POINTS} points.",
     )
 
+    confirm_preemption = serializers.BooleanField(
+        default=False,
+        help_text=CONFIRM_PREEMPTION_HELP,
+    )
+
     def submit_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``workload_submit`` (after ``is_valid()``), lookups aside."""
         data = dict(self.validated_data)
-        for lookup in ("team", "gpu_class", "image"):
+        for lookup in ("team", "gpu_class", "image", "confirm_preemption"):
             data.pop(lookup, None)
         return data
 
@@ -247,6 +259,22 @@ class WorkloadCreateSerializer(serializers.Serializer):
                 "secrets": tuple(rules.SecretRef.of(ref) for ref in data["secrets"]),
             }
         )
+
+
+class PreemptionVictimSerializer(serializers.Serializer):
+    """A running workload that a request would preempt if submitted now."""
+
+    id = serializers.IntegerField(allow_null=True, help_text="Null: another team's workload.")
+    name = serializers.CharField(allow_null=True, help_text="Null: another team's workload.")
+    kind = serializers.CharField()
+    owner = serializers.CharField(allow_null=True, help_text="Null: another team's workload.")
+    team = serializers.CharField(help_text="The team's slug.")
+    gpus = serializers.CharField(help_text='What it holds, e.g. "8 GPUs H100-80GB".')
+    total_milli = serializers.IntegerField()
+    yours = serializers.BooleanField()
+    same_team = serializers.BooleanField(
+        help_text="Yours or a teammate's: submitting needs confirm_preemption."
+    )
 
 
 class WorkloadCheckSerializer(serializers.Serializer):
@@ -268,6 +296,15 @@ class WorkloadCheckSerializer(serializers.Serializer):
         help_text="What it is charged: replicas × charged_milli."
     )
     priority_class = serializers.CharField()
+    would_preempt = PreemptionVictimSerializer(
+        many=True,
+        help_text="What the scheduler would preempt to start it now (its dry run; empty: it "
+        "starts on free capacity or waits).",
+    )
+    confirmation_needed = serializers.BooleanField(
+        help_text="Some of would_preempt is yours or a teammate's: submit with "
+        "confirm_preemption true."
+    )
 
 
 class WorkloadListQuerySerializer(serializers.Serializer):
@@ -316,6 +353,7 @@ class CancelSerializer(serializers.Serializer):
 
 class CloneSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
+    confirm_preemption = serializers.BooleanField(default=False, help_text=CONFIRM_PREEMPTION_HELP)
 
 
 class WorkloadEventSerializer(serializers.ModelSerializer):

@@ -16,7 +16,7 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from apps.catalog import core as catalog_core
 from apps.quotas.core import format_milli
@@ -525,3 +525,19 @@ class _Cycle:
                     if r.id not in admitted_ids:
                         changes.append((r.id, False))
         return changes
+
+
+PREVIEW_ID = -1  # the candidate of a preview: no stored workload has this id
+
+
+def preview_preemptions(
+    snapshot: Snapshot, candidate: WaitingWorkload, policy: Policy | None = None
+) -> tuple[Preemption, ...]:
+    """What admitting ``candidate`` now would preempt: the cycle run on the snapshot with the
+    candidate waiting in it (id :data:`PREVIEW_ID`, submitted last), and of its preemptions
+    only those made for the candidate. Others' preemptions, and the candidate waiting, give
+    nothing. The caller persists nothing: this is the dry run a door asks before submitting."""
+    probe = replace(candidate, id=PREVIEW_ID)
+    trial = replace(snapshot, waiting=(*snapshot.waiting, probe))
+    result = schedule(trial, policy)
+    return tuple(p for p in result.preemptions if p.by_workload_id == PREVIEW_ID)

@@ -11,10 +11,21 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.catalog.models import Cluster
+from apps.accounts.models import Team, User
+from apps.accounts.selectors import teams_visible_to
+from apps.catalog.models import Cluster, GpuClass
 from apps.scheduling import core, handoff, selectors
-from apps.scheduling.data import BATCH, DEVELOPMENT, PRODUCTION, TRAINING, CycleResult, Policy
+from apps.scheduling.data import (
+    BATCH,
+    DEVELOPMENT,
+    PRODUCTION,
+    TRAINING,
+    CycleResult,
+    Policy,
+    WaitingWorkload,
+)
 from apps.workloads import core as workload_core
+from apps.workloads import rules, sizing
 from apps.workloads.models import Workload
 from apps.workloads.selectors import preemption_grace_seconds
 from apps.workloads.services import workload_transition
@@ -212,3 +223,98 @@ def _persist(
         waiting=len(result.waiting),
         result=result,
     )
+
+
+# --- the preemption dry run ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreemptionVictim:
+    """A running workload that a request would preempt if it were submitted now."""
+
+    # Who, when the person asking may see the workload (a team of theirs); else None: another
+    # team's work is named only by its team and size, as its own pages are hidden.
+    id: int | None
+    name: str | None
+    kind: str
+    owner: str | None  # username
+    team: str  # slug
+    total_milli: int
+    gpus: str  # "8 GPU H100-80GB", "2 × 4 GPU H100-80GB"
+    yours: bool  # owned by the person asking
+    same_team: bool  # in the team the request is for: a teammate's or the person's own
+
+    def describe(self) -> str:
+        """``#12 notebook “big” (yours, 8 GPU H100-80GB)``."""
+        if self.id is None:
+            return f"a {self.kind} of {self.team} on borrowed capacity ({self.gpus})"
+        whose = "yours" if self.yours else self.owner
+        if not self.same_team:
+            whose = f"{self.owner} of {self.team}, borrowed capacity"
+        return f"#{self.id} {self.kind} “{self.name}” ({whose}, {self.gpus})"
+
+
+def confirmation_needed(victims: list[PreemptionVictim]) -> bool:
+    """Stopping the person's own or a teammate's work needs their say-so; reclaiming capacity
+    another team borrowed is the rule that let that team borrow it, so it is only named."""
+    return any(v.same_team for v in victims)
+
+
+def preemption_preview(
+    *,
+    actor: User,
+    team: Team,
+    gpu_class: GpuClass,
+    request: rules.WorkloadRequest,
+    charge: rules.Charge,
+    now: datetime | None = None,
+) -> list[PreemptionVictim]:
+    """The running workloads that submitting ``request`` (accepted, as ``charge``) now would
+    preempt: the scheduling core's own decision on the current snapshot with the request
+    added as the newest waiting workload (:func:`core.preview_preemptions`). Writes nothing
+    and takes no lock: what a door shows before asking the person to confirm."""
+    now = now or timezone.now()
+    snapshot = selectors.scheduling_snapshot(
+        now=now, half_life_seconds=settings.SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS
+    )
+    defaults = {f.name: f.get_default() for f in Workload._meta.fields}
+    candidate = WaitingWorkload(
+        id=core.PREVIEW_ID,
+        team=team.name,
+        owner=actor.get_username(),
+        gpu_class=gpu_class.name,
+        priority=charge.priority_class,
+        gpu_milli=charge.gpu_milli,
+        charged_milli=charge.charged_milli,
+        replicas=charge.replicas,
+        submitted_at=now,
+        cpu_milli=int(defaults["cpu_milli"]),
+        memory_mib=int(defaults["memory_mib"]),
+        max_runtime_seconds=request.max_runtime_seconds,
+        name=request.name,
+    )
+    preemptions = core.preview_preemptions(snapshot, candidate, scheduling_policy())
+    rows = Workload.objects.select_related("owner", "team", "gpu_class").in_bulk(
+        [p.workload_id for p in preemptions]
+    )
+    visible = set(teams_visible_to(actor).values_list("pk", flat=True))
+    victims = []
+    for p in preemptions:
+        w = rows.get(p.workload_id)
+        if w is None:
+            continue
+        shown = w.team_id in visible
+        victims.append(
+            PreemptionVictim(
+                id=w.pk if shown else None,
+                name=w.name if shown else None,
+                kind=rules.KIND_LABELS.get(w.kind, w.kind),
+                owner=w.owner.get_username() if shown else None,
+                team=w.team.slug,
+                total_milli=w.total_milli,
+                gpus=sizing.request_label(w.gpu_milli, w.replicas, w.gpu_class.name),
+                yours=w.owner_id == actor.pk,
+                same_team=w.team_id == team.pk,
+            )
+        )
+    return victims

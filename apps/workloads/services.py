@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -53,8 +54,13 @@ def workload_submit(
     params: dict[str, Any] | None = None,
     secrets: list[dict[str, Any]] | None = None,
     source_ip: str | None = None,
+    before_create: Callable[[rules.WorkloadRequest, rules.Charge], None] | None = None,
 ) -> Workload:
     """Record a request for GPUs. It waits in ``pending`` until a scheduling cycle looks at it.
+
+    ``before_create`` is called with the accepted request and its charge before anything is
+    written; what it raises stops the submission (a door's question, e.g. "this would preempt
+    your notebook: confirm?", asked of layers this app does not know).
 
     A sweep's grid comes as ``grid`` (or, resubmitted, in ``params``); its replicas are the
     points of the grid. ``secrets`` refers to team or personal secrets by name
@@ -82,6 +88,8 @@ def workload_submit(
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
     )
+    if before_create is not None:
+        before_create(request, charge)
     if grid:
         params["grid"] = {k: list(v) for k, v in grid.items()}
     with transaction.atomic():
@@ -276,7 +284,12 @@ CLONED_FIELDS = (
 
 
 def workload_clone(
-    *, actor: User, workload: Workload, name: str | None = None, source_ip: str | None = None
+    *,
+    actor: User,
+    workload: Workload,
+    name: str | None = None,
+    source_ip: str | None = None,
+    before_create: Callable[[rules.WorkloadRequest, rules.Charge], None] | None = None,
 ) -> Workload:
     """Submit a new workload with the same request (resubmit). The request rules apply again;
     a sweep's replicas are derived from its grid again (rows recorded before that rule may
@@ -288,6 +301,7 @@ def workload_clone(
         actor=actor,
         name=name or f"{workload.name} (copy)"[:100],
         source_ip=source_ip,
+        before_create=before_create,
         **values,
     )
 

@@ -27,6 +27,8 @@ class ApiError(Exception):
     message: str
     fields: dict[str, list[str]] = field(default_factory=dict)
     retry_after: float | None = None
+    # A 409 "would_preempt": the running workloads the request would preempt.
+    would_preempt: list[dict[str, Any]] = field(default_factory=list)
 
     def __str__(self) -> str:
         return self.message
@@ -62,6 +64,7 @@ def _error_from(response: httpx.Response) -> ApiError:
         message=message,
         fields={str(k): [str(x) for x in v] for k, v in (body.get("fields") or {}).items()},
         retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+        would_preempt=[v for v in body.get("would_preempt") or [] if isinstance(v, dict)],
     )
 
 

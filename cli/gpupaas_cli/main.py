@@ -8,6 +8,10 @@ or token refused, 4 not allowed, 5 not found, 6 request refused, 7 rate limited,
 from __future__ import annotations
 
 import functools
+import os
+import shlex
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +58,11 @@ def handles_errors(func: F) -> F:
             for name, messages in exc.fields.items():
                 if name != "non_field_errors":
                     typer.echo(f"  {name}: {' '.join(messages)}", err=True)
+            if exc.would_preempt:
+                typer.echo("It would preempt:", err=True)
+                for victim in exc.would_preempt:
+                    typer.echo(f"  {output.victim_line(victim)}", err=True)
+                typer.echo("Run it again with --confirm-preemption to go ahead.", err=True)
             raise fail(exc.message, exc.exit_code) from None
         except NetworkError as exc:
             raise fail(str(exc), exits.NETWORK) from None
@@ -150,10 +159,58 @@ KeyOpt = Annotated[
 CommandArg = Annotated[
     list[str] | None, typer.Argument(help="The command, after --, e.g. -- python train.py")
 ]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Check it and show what it would be charged and what it would preempt; submit "
+        "nothing.",
+    ),
+]
+ConfirmOpt = Annotated[
+    bool,
+    typer.Option(
+        "--confirm-preemption",
+        help="Submit even though starting it preempts running work of yours or your teammates.",
+    ),
+]
+
+
+def _send(
+    body: dict[str, Any], *, key: str | None, as_json: bool, dry_run: bool, confirm: bool
+) -> None:
+    """Check (``dry_run``) or submit a request body and tell what happened."""
+    with client() as api:
+        if dry_run:
+            answer = api.post("/api/v1/workloads/validate/", body)
+        else:
+            if confirm:
+                body = {**body, "confirm_preemption": True}
+            workload = api.create("/api/v1/workloads/", body, idempotency_key=key)
+    if dry_run:
+        if as_json:
+            output.emit_json(answer)
+        else:
+            typer.echo(output.dry_run_text(answer))
+        return
+    if as_json:
+        output.emit_json(workload)
+    else:
+        typer.echo(
+            f"Submitted {workload['kind']} {workload['name']!r} as #{workload['id']}: "
+            f"{workload['state']}. Follow it with `gpupaas status {workload['id']} --watch`."
+        )
 
 
 def _submit(
-    *, kind: str | None, file: Path | None, key: str | None, as_json: bool, **flags: Any
+    *,
+    kind: str | None,
+    file: Path | None,
+    key: str | None,
+    as_json: bool,
+    dry_run: bool = False,
+    confirm: bool = False,
+    **flags: Any,
 ) -> None:
     base = spec.load_file(file) if file else {}
     env = flags.pop("env", None)
@@ -167,21 +224,18 @@ def _submit(
         "grid": spec.parse_grid(grid) if grid else None,
     }
     body = spec.build_request(base, overrides)
-    with client() as api:
-        workload = api.create("/api/v1/workloads/", body, idempotency_key=key)
-    if as_json:
-        output.emit_json(workload)
-    else:
-        typer.echo(
-            f"Submitted {workload['kind']} {workload['name']!r} as #{workload['id']}: "
-            f"{workload['state']}. Follow it with `gpupaas status {workload['id']} --watch`."
-        )
+    _send(body, key=key, as_json=as_json, dry_run=dry_run, confirm=confirm)
 
 
 @submit_app.callback()
 @handles_errors
 def submit_from_file(
-    ctx: typer.Context, file: FileOpt = None, key: KeyOpt = None, as_json: JsonOpt = False
+    ctx: typer.Context,
+    file: FileOpt = None,
+    key: KeyOpt = None,
+    as_json: JsonOpt = False,
+    dry_run: DryRunOpt = False,
+    confirm: ConfirmOpt = False,
 ) -> None:
     """With only -f: submit what the spec file describes."""
     if ctx.invoked_subcommand is not None:
@@ -189,7 +243,7 @@ def submit_from_file(
     if file is None:
         typer.echo(ctx.get_help())
         raise typer.Exit(exits.USAGE)
-    _submit(kind=None, file=file, key=key, as_json=as_json)
+    _submit(kind=None, file=file, key=key, as_json=as_json, dry_run=dry_run, confirm=confirm)
 
 
 @submit_app.command("notebook")
@@ -209,6 +263,8 @@ def submit_notebook(
     file: FileOpt = None,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
+    dry_run: DryRunOpt = False,
+    confirm: ConfirmOpt = False,
 ) -> None:
     """A JupyterLab notebook on a GPU or a fraction of one."""
     _submit(
@@ -216,6 +272,8 @@ def submit_notebook(
         file=file,
         key=key,
         as_json=as_json,
+        dry_run=dry_run,
+        confirm=confirm,
         name=name,
         gpu=gpu,
         gpu_class=gpu_class,
@@ -247,6 +305,8 @@ def submit_job(
     file: FileOpt = None,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
+    dry_run: DryRunOpt = False,
+    confirm: ConfirmOpt = False,
 ) -> None:
     """A training job: an image and a command on 1..N GPUs per replica, 1..M replicas."""
     _submit(
@@ -254,6 +314,8 @@ def submit_job(
         file=file,
         key=key,
         as_json=as_json,
+        dry_run=dry_run,
+        confirm=confirm,
         command=command,
         name=name,
         gpu=gpu,
@@ -289,6 +351,8 @@ def submit_sweep(
     file: FileOpt = None,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
+    dry_run: DryRunOpt = False,
+    confirm: ConfirmOpt = False,
 ) -> None:
     """A batch sweep over a parameter grid, on idle capacity."""
     _submit(
@@ -296,6 +360,8 @@ def submit_sweep(
         file=file,
         key=key,
         as_json=as_json,
+        dry_run=dry_run,
+        confirm=confirm,
         command=command,
         grid=grid,
         name=name,
@@ -490,20 +556,58 @@ def resume(workload_id: int, as_json: JsonOpt = False) -> None:
 def clone(
     workload_id: int,
     name: NameOpt = None,
+    edit: Annotated[
+        bool,
+        typer.Option(
+            "--edit",
+            help="Open its spec in $VISUAL or $EDITOR first, then submit what you saved.",
+        ),
+    ] = False,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --edit: check the edited spec only.")
+    ] = False,
+    confirm: ConfirmOpt = False,
 ) -> None:
-    """Submit a copy of a workload."""
+    """Submit a copy of a workload (with --edit: change it first)."""
+    if edit:
+        with client() as api:
+            original = api.get(f"/api/v1/workloads/{workload_id}/")
+        edited = _edit_spec(spec.spec_of(original, name=name), workload_id)
+        request = spec.build_request(edited, {})
+        _send(request, key=key, as_json=as_json, dry_run=dry_run, confirm=confirm)
+        return
+    if dry_run:
+        raise fail("--dry-run checks an edited copy: use it with --edit.", exits.USAGE)
+    body: dict[str, Any] = {"name": name} if name else {}
+    if confirm:
+        body["confirm_preemption"] = True
     with client() as api:
-        workload = api.create(
-            f"/api/v1/workloads/{workload_id}/clone/",
-            {"name": name} if name else {},
-            idempotency_key=key,
-        )
+        workload = api.create(f"/api/v1/workloads/{workload_id}/clone/", body, idempotency_key=key)
     if as_json:
         output.emit_json(workload)
     else:
         typer.echo(f"Submitted #{workload['id']} {workload['name']}: {workload['state']}")
+
+
+def _edit_spec(values: dict[str, Any], workload_id: int) -> dict[str, Any]:
+    """Write ``values`` as a YAML spec, open it in the user's editor, and read it back."""
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    with tempfile.TemporaryDirectory(prefix="gpupaas-") as folder:
+        path = Path(folder) / f"clone-of-{workload_id}.yaml"
+        path.write_text(
+            f"# A copy of workload #{workload_id}: change what you like, save and quit to "
+            "submit it.\n" + spec.dump(values),
+            encoding="utf-8",
+        )
+        try:
+            status = subprocess.call([*shlex.split(editor), str(path)])
+        except OSError as exc:
+            raise fail(f"Cannot run the editor {editor!r}: {exc}.", exits.USAGE) from None
+        if status != 0:
+            raise fail(f"The editor exited with status {status}; nothing submitted.", exits.USAGE)
+        return spec.load_file(path)
 
 
 # --- secrets ---------------------------------------------------------------------------------

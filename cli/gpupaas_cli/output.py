@@ -96,3 +96,35 @@ def workload_details(w: dict[str, Any]) -> str:
             rows.append((key.replace("_at", ""), w[key]))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+def victim_line(victim: dict[str, Any]) -> str:
+    """One workload a request would preempt, as the API lists it in ``would_preempt``."""
+    held = victim.get("gpus")
+    if victim.get("id") is None:
+        return f"a {victim.get('kind')} of {victim.get('team')} on borrowed capacity ({held})"
+    whose = "yours" if victim.get("yours") else victim.get("owner")
+    if not victim.get("same_team"):
+        whose = f"{victim.get('owner')} of {victim.get('team')}, borrowed capacity"
+    return f"#{victim.get('id')} {victim.get('kind')} {victim.get('name')!r} ({whose}, {held})"
+
+
+def dry_run_text(answer: dict[str, Any]) -> str:
+    """What POST /api/v1/workloads/validate/ answered, for people."""
+    replicas = int(answer.get("replicas") or 1)
+    each = f"{replicas} × " if replicas > 1 else ""
+    lines = [
+        f"Would be accepted: {answer.get('kind')} {answer.get('name')!r} for team "
+        f"{answer.get('team')}, {answer.get('priority_class')} class.",
+        f"Charged: {each}{gpus(answer.get('charged_milli'))} GPU {answer.get('gpu_class')} = "
+        f"{gpus(answer.get('total_milli'))} GPU.",
+    ]
+    victims = answer.get("would_preempt") or []
+    if victims:
+        lines.append("To start now it would preempt:")
+        lines += [f"  {victim_line(v)}" for v in victims]
+        if answer.get("confirmation_needed"):
+            lines.append("Submitting needs --confirm-preemption.")
+    else:
+        lines.append("Would preempt: nothing.")
+    return "\n".join(lines)

@@ -181,3 +181,43 @@ def build_request(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict
             raise SpecError("grid must map each parameter to a list of values.")
         merged["grid"] = {str(k): [str(x) for x in v] for k, v in grid.items()}
     return merged
+
+
+def spec_of(workload: Mapping[str, Any], *, name: str | None = None) -> dict[str, Any]:
+    """A workload as the API shows it (GET /api/v1/workloads/ID/) → a spec that submits the
+    same request, named ``name`` (default: "… (copy)"). Secrets stay references by name."""
+    kind = str(workload.get("kind") or "")
+    result: dict[str, Any] = {
+        "kind": kind,
+        "name": name or f"{workload.get('name', '')} (copy)"[:100],
+        "team": workload.get("team"),
+        "gpu_class": workload.get("gpu_class"),
+        "image": workload.get("image"),
+        "gpu_milli": workload.get("gpu_milli"),
+    }
+    if kind == "training":
+        result["replicas"] = workload.get("replicas")
+    optional = {
+        "priority_class": workload.get("priority_class"),
+        "command": workload.get("command"),
+        "args": workload.get("args"),
+        "env": workload.get("env"),
+        "secrets": [
+            {k: str(ref[k]) for k in ("name", "env", "key") if ref.get(k)}
+            for ref in workload.get("secrets") or []
+            if isinstance(ref, Mapping) and ref.get("name")
+        ],
+        "max_runtime_seconds": workload.get("max_runtime_seconds"),
+        "idle_timeout_seconds": workload.get("idle_timeout_seconds"),
+        "retries": workload.get("retries") or None,
+        "grid": (workload.get("params") or {}).get("grid") if kind == "sweep" else None,
+    }
+    result.update({k: v for k, v in optional.items() if v not in (None, [], {})})
+    if workload.get("requeue_on_preemption") is False:
+        result["requeue"] = False
+    return result
+
+
+def dump(spec: Mapping[str, Any]) -> str:
+    """A spec as YAML, fields in the order of the module's example."""
+    return yaml.safe_dump(dict(spec), sort_keys=False, allow_unicode=True, default_flow_style=None)

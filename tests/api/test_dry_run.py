@@ -45,6 +45,8 @@ def test_dry_run_answers_what_would_be_charged_and_records_nothing(cast: Cast, a
         "replicas": 2,
         "total_milli": 4000,
         "priority_class": "training",
+        "would_preempt": [],
+        "confirmation_needed": False,
     }
     assert not Workload.objects.exists()
     assert not AuditEvent.objects.filter(action="workload.submit").exists()

@@ -54,7 +54,9 @@ from apps.orchestration.selectors import (
     workload_cluster_events,
     workload_log_download,
 )
+from apps.scheduling.services import PreemptionVictim, confirmation_needed, preemption_preview
 from apps.workloads import idempotency as idem
+from apps.workloads import rules
 from apps.workloads.models import Workload
 from apps.workloads.selectors import WorkloadFilters, WorkloadListing, workload_for_user
 from apps.workloads.services import (
@@ -167,6 +169,95 @@ def _managed(
     return Response(WorkloadSerializer(workload).data)
 
 
+# --- the preemption question ----------------------------------------------------------------
+
+
+class WouldPreempt(Conflict):
+    """Submitting now would preempt running work of the person's or their teammates'."""
+
+    default_code = "would_preempt"
+
+    def __init__(self, victims: list[PreemptionVictim]) -> None:
+        names = "; ".join(v.describe() for v in victims)
+        super().__init__(
+            f"To start it now the scheduler would preempt: {names}. Submit again with "
+            "confirm_preemption true to go ahead."
+        )
+        self.body_extra = {"would_preempt": _victims(victims)}
+
+
+WOULD_PREEMPT_RESPONSE = OpenApiResponse(
+    response=error_responses(409)[409].response,
+    description=(
+        "Starting it now would preempt running work of yours or your teammates; nothing was "
+        "submitted. The body lists it in `would_preempt` (as the dry run's answer); submit "
+        "again with `confirm_preemption: true` to go ahead."
+    ),
+    examples=[
+        OpenApiExample(
+            "would preempt",
+            value={
+                "code": "would_preempt",
+                "message": "To start it now the scheduler would preempt: #12 notebook “big” "
+                "(yours, 8 GPUs H100-80GB). Submit again with confirm_preemption true to go "
+                "ahead.",
+                "fields": {},
+                "would_preempt": [
+                    {
+                        "id": 12,
+                        "name": "big",
+                        "kind": "notebook",
+                        "owner": "alice",
+                        "team": "vision",
+                        "gpus": "8 GPUs H100-80GB",
+                        "total_milli": 8000,
+                        "yours": True,
+                        "same_team": True,
+                    }
+                ],
+            },
+            response_only=True,
+            status_codes=["409"],
+        )
+    ],
+)
+
+
+def _victims(victims: list[PreemptionVictim]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": v.id,
+            "name": v.name,
+            "kind": v.kind,
+            "owner": v.owner,
+            "team": v.team,
+            "gpus": v.gpus,
+            "total_milli": v.total_milli,
+            "yours": v.yours,
+            "same_team": v.same_team,
+        }
+        for v in victims
+    ]
+
+
+def _preemption_guard(
+    actor: User, team: Team, gpu_class: GpuClass, *, confirmed: bool
+) -> Callable[[rules.WorkloadRequest, rules.Charge], None]:
+    """Before a submission is written: the scheduler's dry run; 409 if it would preempt the
+    person's or a teammate's running work and they have not confirmed."""
+
+    def guard(request_: rules.WorkloadRequest, charge: rules.Charge) -> None:
+        if confirmed:
+            return
+        victims = preemption_preview(
+            actor=actor, team=team, gpu_class=gpu_class, request=request_, charge=charge
+        )
+        if confirmation_needed(victims):
+            raise WouldPreempt(victims)
+
+    return guard
+
+
 # --- list and submit -------------------------------------------------------------------------
 
 
@@ -230,6 +321,7 @@ class WorkloadListView(APIView):
         responses={
             201: OpenApiResponse(WorkloadSerializer, description="Submitted (or replayed)."),
             **error_responses(400, 403, 413),
+            409: WOULD_PREEMPT_RESPONSE,
             422: OpenApiResponse(
                 response=error_responses(400)[400].response,
                 description="The Idempotency-Key was used before with a different body.",
@@ -286,6 +378,7 @@ class WorkloadListView(APIView):
     def post(self, request: Request) -> Response:
         actor = _actor(request)
         serializer, team, gpu_class, image = _parse_submission(request, actor)
+        confirmed = serializer.validated_data["confirm_preemption"]
 
         def submit() -> Workload:
             return workload_submit(
@@ -294,6 +387,7 @@ class WorkloadListView(APIView):
                 gpu_class=gpu_class,
                 image=image,
                 source_ip=client_ip(request),
+                before_create=_preemption_guard(actor, team, gpu_class, confirmed=confirmed),
                 **serializer.submit_kwargs(),
             )
 
@@ -329,7 +423,8 @@ class WorkloadValidateView(APIView):
             "classes, the catalogue, the class's nodes and your team's quota — and answers what "
             "it would be recorded and charged as, or the same 400 (same fields, same messages) "
             "a submission would get. Nothing is recorded: a client such as the CLI checks a "
-            "spec here without a copy of the rules."
+            "spec here without a copy of the rules. `would_preempt` is the scheduler's own dry "
+            "run: the running workloads it would preempt to start the request now."
         ),
         request=WorkloadCreateSerializer,
         responses={
@@ -364,6 +459,8 @@ class WorkloadValidateView(APIView):
                     "replicas": 4,
                     "total_milli": 2000,
                     "priority_class": "batch",
+                    "would_preempt": [],
+                    "confirmation_needed": False,
                 },
                 response_only=True,
             ),
@@ -389,6 +486,11 @@ class WorkloadValidateView(APIView):
             "total_milli": charge.total_milli,
             "priority_class": charge.priority_class,
         }
+        victims = preemption_preview(
+            actor=actor, team=team, gpu_class=gpu_class, request=request_, charge=charge
+        )
+        body["would_preempt"] = _victims(victims)
+        body["confirmation_needed"] = confirmation_needed(victims)
         return Response(WorkloadCheckSerializer(body).data)
 
 
@@ -538,10 +640,18 @@ class WorkloadCloneView(APIView):
     @extend_schema(
         operation_id="workloads_clone",
         summary="Submit a copy of a workload",
-        description="Same request under a new name; quota rules apply again.",
+        description=(
+            "Same request under a new name; quota rules apply again. Like a submission, it is "
+            "answered 409 with `would_preempt` if starting it would preempt running work of "
+            "yours or your teammates, unless `confirm_preemption` is true."
+        ),
         parameters=[IDEMPOTENCY_HEADER],
         request=CloneSerializer,
-        responses={201: WorkloadSerializer, **error_responses(400, 403, 404)},
+        responses={
+            201: WorkloadSerializer,
+            **error_responses(400, 403, 404),
+            409: WOULD_PREEMPT_RESPONSE,
+        },
         examples=[
             OpenApiExample("rename", value={"name": "resnet50-rerun"}, request_only=True),
             OpenApiExample(
@@ -557,10 +667,20 @@ class WorkloadCloneView(APIView):
         body = CloneSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         name = body.validated_data.get("name")
+        guard = _preemption_guard(
+            actor,
+            workload.team,
+            workload.gpu_class,
+            confirmed=body.validated_data["confirm_preemption"],
+        )
 
         def clone() -> Workload:
             return workload_clone(
-                actor=actor, workload=workload, name=name, source_ip=client_ip(request)
+                actor=actor,
+                workload=workload,
+                name=name,
+                source_ip=client_ip(request),
+                before_create=guard,
             )
 
         return _create(request, actor, f"clone:{workload.pk}", {"name": name}, clone)

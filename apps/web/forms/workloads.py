@@ -205,6 +205,13 @@ class WorkloadRequestForm(forms.Form):
         "in GPUPAAS_CHECKPOINT_DIR first.",
     )
 
+    # Shown (and asked) only when submitting would preempt the user's or a teammate's work.
+    confirm_preemption = forms.BooleanField(
+        label="I understand; stop them",
+        required=False,
+        help_text="They get their grace period to save a checkpoint first.",
+    )
+
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
@@ -318,6 +325,20 @@ class WorkloadRequestForm(forms.Form):
             "requeue_on_preemption": data.get("requeue_on_preemption") is not False,
             "grid": self.grid_value(),
         }
+
+    def request(self) -> rules.WorkloadRequest:
+        """The request as the rules read it (after ``is_valid()``), for the dry runs."""
+        data = self.submit_kwargs()
+        for lookup in ("team", "gpu_class", "image"):
+            data.pop(lookup)
+        return rules.WorkloadRequest(
+            **{
+                **data,
+                "command": tuple(data["command"]),
+                "args": tuple(data["args"]),
+                "secrets": tuple(rules.SecretRef.of(ref) for ref in data["secrets"]),
+            }
+        )
 
     def template_values(self) -> dict[str, str]:
         """What the user typed, field by field, to start a new request from later."""
@@ -474,6 +495,46 @@ class SweepRequestForm(WorkloadRequestForm, _BatchFields):
         if field == "replicas":
             return "grid"
         return super().error_field(field)
+
+
+def _hours(seconds: int) -> Decimal:
+    """Seconds as the form's hours: exact where two decimals hold them, else rounded."""
+    hours = Decimal(seconds) / 3600
+    cents = hours.quantize(Decimal("0.01"))
+    return hours if hours == cents else cents
+
+
+def clone_initial(workload: Workload) -> dict[str, Any]:
+    """A recorded request as the initial values of its kind's form: what the user typed, as
+    near as the form can show it, under the name "… (copy)"."""
+    hours = workload.max_runtime_seconds
+    minutes = workload.idle_timeout_seconds
+    grid = (workload.params or {}).get("grid") or {}
+    secrets = []
+    for ref in workload.secrets or []:
+        line = str(ref.get("name", ""))
+        if ref.get("env"):
+            line += f":{ref['env']}" + (f"={ref['key']}" if ref.get("key") else "")
+        secrets.append(line)
+    values: dict[str, Any] = {
+        "name": f"{workload.name} (copy)"[: rules.MAX_NAME_LENGTH],
+        "team": workload.team_id,
+        "gpu_class": workload.gpu_class_id,
+        "gpu_milli": workload.gpu_milli,
+        "priority_class": workload.priority_class,
+        "image": workload.image_id,
+        "max_runtime_hours": None if hours is None else _hours(hours),
+        "idle_timeout_minutes": None if minutes is None else minutes // 60,
+        "requeue_on_preemption": "yes" if workload.requeue_on_preemption else "no",
+        "env": "\n".join(f"{k}={v}" for k, v in (workload.env or {}).items()),
+        "secrets": "\n".join(secrets),
+        "command": shlex.join(workload.command or []),
+        "args": shlex.join(workload.args or []),
+        "replicas": workload.replicas,
+        "retries": workload.retries,
+        "grid": "\n".join(f"{k}={','.join(map(str, v))}" for k, v in grid.items()),
+    }
+    return {k: v for k, v in values.items() if v is not None}
 
 
 REQUEST_FORMS: dict[str, type[WorkloadRequestForm]] = {

@@ -45,12 +45,14 @@ from apps.orchestration.selectors import (
     workload_log_download,
 )
 from apps.quotas.core import format_milli
+from apps.scheduling.services import PreemptionVictim, confirmation_needed, preemption_preview
 from apps.web.access import cluster_view
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
     SizingForm,
     TemplateSaveForm,
     WorkloadRequestForm,
+    clone_initial,
 )
 from apps.web.params import path_int
 from apps.workloads import core, sizing
@@ -70,7 +72,7 @@ from apps.workloads.services import (
     request_template_delete,
     request_template_save,
     workload_cancel,
-    workload_clone,
+    workload_request_check,
     workload_resume,
     workload_submit,
     workload_suspend,
@@ -187,6 +189,8 @@ def _request_page(
     *,
     status: int = 200,
     template: RequestTemplate | None = None,
+    victims: list[PreemptionVictim] | None = None,
+    cloned: Workload | None = None,
 ) -> HttpResponse:
     user = _user(request)
     return render(
@@ -200,6 +204,9 @@ def _request_page(
             "templates": request_templates_for(user, kind=form.kind),
             "template": template,
             "sizing_form": SizingForm(),
+            "victims": victims or [],
+            "confirm_needed": confirmation_needed(victims or []),
+            "cloned": cloned,
         },
         status=status,
     )
@@ -230,11 +237,19 @@ def workload_new(request: HttpRequest, kind: str) -> HttpResponse:
                     f"{reverse('workload-new', args=[template.kind])}?template={template.pk}"
                 )
             initial.update(template.values)
+        cloned = None
+        if request.GET.get("clone"):
+            cloned = _workload(request, path_int(request.GET["clone"]) or 0)
+            if cloned.kind != kind:
+                return redirect(f"{reverse('workload-new', args=[cloned.kind])}?clone={cloned.pk}")
+            initial.update(clone_initial(cloned))
         for name in ("gpu_class", "gpu_milli"):  # "use this" links of the sizing helper
             if request.GET.get(name):
                 initial[name] = request.GET[name]
         form = form_class(user=user, initial=initial)
-        return _request_page(request, form, TemplateSaveForm(prefix="template"), template=template)
+        return _request_page(
+            request, form, TemplateSaveForm(prefix="template"), template=template, cloned=cloned
+        )
 
     form = form_class(request.POST, user=user)
     template_form = TemplateSaveForm(prefix="template")
@@ -259,6 +274,10 @@ def workload_new(request: HttpRequest, kind: str) -> HttpResponse:
 
     if form.is_valid():
         try:
+            victims = _would_preempt(user, form)
+            if confirmation_needed(victims) and not form.cleaned_data.get("confirm_preemption"):
+                # Nothing is recorded: the page names what it would stop and asks first.
+                return _request_page(request, form, template_form, status=409, victims=victims)
             workload = workload_submit(
                 actor=user, source_ip=client_ip(request), **form.submit_kwargs()
             )
@@ -269,8 +288,27 @@ def workload_new(request: HttpRequest, kind: str) -> HttpResponse:
             form.add_error("team", str(exc))
         else:
             messages.success(request, f"“{workload.name}” submitted.")
+            if victims:
+                stops = "; ".join(v.describe() for v in victims)
+                messages.info(request, f"To start it now the scheduler would preempt: {stops}.")
             return redirect("workload-detail", workload_id=workload.pk)
     return _request_page(request, form, template_form, status=400)
+
+
+def _would_preempt(user: User, form: WorkloadRequestForm) -> list[PreemptionVictim]:
+    """The request rules, then the scheduler's dry run: what submitting now would preempt."""
+    data = form.cleaned_data
+    request_ = form.request()
+    charge = workload_request_check(
+        actor=user,
+        team=data["team"],
+        gpu_class=data["gpu_class"],
+        image=data["image"],
+        request=request_,
+    )
+    return preemption_preview(
+        actor=user, team=data["team"], gpu_class=data["gpu_class"], request=request_, charge=charge
+    )
 
 
 @login_required
@@ -599,18 +637,13 @@ def workload_resume_view(request: HttpRequest, workload_id: int) -> HttpResponse
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def workload_clone_view(request: HttpRequest, workload_id: int) -> HttpResponse:
+    """Clone: the request form of the workload's kind, filled in with its request, to check,
+    change and submit through the normal path (nothing is submitted here)."""
     workload = _workload(request, workload_id)
-    try:
-        clone = workload_clone(
-            actor=_user(request), workload=workload, source_ip=client_ip(request)
-        )
-    except PermissionDenied as exc:
-        messages.error(request, str(exc))
-    except ValidationError as exc:
-        messages.error(request, "Could not clone: " + " ".join(exc.messages))
-    else:
-        messages.success(request, f"Submitted “{clone.name}”, a copy of “{workload.name}”.")
-        return redirect("workload-detail", workload_id=clone.pk)
-    return redirect("workload-detail", workload_id=workload.pk)
+    if workload.kind not in REQUEST_FORMS:
+        kind = workload.get_kind_display().lower()
+        messages.error(request, f"A {kind} cannot be requested from the portal's forms.")
+        return redirect("workload-detail", workload_id=workload.pk)
+    return redirect(f"{reverse('workload-new', args=[workload.kind])}?clone={workload.pk}")
