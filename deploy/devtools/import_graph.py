@@ -58,7 +58,15 @@ PURE = frozenset(
     }
 )
 # Inside a domain app, highest first.
-MODULE_RANK = {"tasks": 5, "apps": 5, "services": 4, "selectors": 3, "models": 1}
+MODULE_RANK = {
+    "tasks": 5,
+    "apps": 5,
+    "services": 4,
+    "credentials": 4,  # orchestration's services for Secrets
+    "selectors": 3,
+    "reads": 3,  # orchestration's reads of the cluster: selectors of what runs
+    "models": 1,
+}
 HELPER_RANK = 2  # adapters and other I/O helpers (kube, prom, clusters, reads, …)
 PURE_RANK = 0
 
