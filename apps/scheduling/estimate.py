@@ -135,6 +135,14 @@ def waiting_details(
                 _gang_room(w, pools.get(c, ()), classes.get(c)) if w.replicas > 1 else ("", False)
             )
             reason = f"No {c} capacity free for {shape}{gang}; {ahead} ahead of you."
+            if not gang and free_now.get(c, 0) >= amount:
+                # GPUs are free in all, but no node has them beside the CPU and memory one
+                # replica asks for (or they are split over several GPUs and nodes).
+                reason = (
+                    f"{format_milli(free_now[c])} GPU of {c} is free in all, but no node has "
+                    f"room for {shape} together with {w.cpu_milli / 1000:g} CPUs and "
+                    f"{w.memory_mib // 1024} GiB of memory per replica; {ahead} ahead of you."
+                )
             if not too_few_nodes:  # else no amount of freed GPUs starts it: no estimate
                 class_ends = ends(c, by_class[c])
                 need = ahead_demand[c] + amount - free_now.get(c, 0)

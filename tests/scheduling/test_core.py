@@ -322,3 +322,17 @@ def test_same_snapshot_gives_the_same_result() -> None:
     ws = [w.__class__(**{**w.__dict__, "gpu_class": A100_HAMI.name}) for w in ws]
     first = schedule(snapshot(waiting=ws, nodes=fleet, quotas=quotas))
     assert first == schedule(snapshot(waiting=list(reversed(ws)), nodes=fleet, quotas=quotas))
+
+
+def test_waiting_for_cpu_beside_free_gpus_says_so_instead_of_no_gpu_capacity() -> None:
+    """GPUs free on the class but no node with the CPUs one replica asks for beside them: the
+    reason names what is missing (the benchmark's HAMi jobs on a node out of CPUs)."""
+    fleet = nodes(H100, 1, cpu_milli=4_000)
+    first = waiting("vision", 1000, wid=1, cpu_milli=4_000)
+    second = waiting("vision", 1000, wid=2, cpu_milli=4_000, age_s=-1)
+    result = schedule(snapshot(waiting=[first, second], nodes=fleet))
+    assert [a.workload_id for a in result.admissions] == [1]
+    assert result.waiting[0].reason.startswith(
+        "7 GPU of H100-80GB is free in all, but no node has room for 1 GPU together with "
+        "4 CPUs and"
+    )
