@@ -333,6 +333,5 @@ def test_waiting_for_cpu_beside_free_gpus_says_so_instead_of_no_gpu_capacity() -
     result = schedule(snapshot(waiting=[first, second], nodes=fleet))
     assert [a.workload_id for a in result.admissions] == [1]
     assert result.waiting[0].reason.startswith(
-        "7 GPU of H100-80GB is free in all, but no node has room for 1 GPU together with "
-        "4 CPUs and"
+        "7 GPU of H100-80GB is free in all, but no node has room for 1 GPU together with 4 CPUs and"
     )
