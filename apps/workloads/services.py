@@ -52,13 +52,15 @@ def workload_submit(
     grid: dict[str, list[str]] | None = None,
     params: dict[str, Any] | None = None,
     secrets: list[dict[str, Any]] | None = None,
+    datasets: list[Any] | None = None,
     source_ip: str | None = None,
 ) -> Workload:
     """Record a request for GPUs. It waits in ``pending`` until a scheduling cycle looks at it.
 
     A sweep's grid comes as ``grid`` (or, resubmitted, in ``params``); its replicas are the
     points of the grid. ``secrets`` refers to team or personal secrets by name
-    (``{name, env, key}``); the workload records them resolved.
+    (``{name, env, key}``), ``datasets`` to the team's datasets by name (a recorded
+    workload's resolved entries are taken by their names); the workload records both resolved.
     """
     params = dict(params or {})
     if grid is None and kind == core.KIND_SWEEP:
@@ -78,6 +80,7 @@ def workload_submit(
         retries=retries,
         requeue_on_preemption=requeue_on_preemption,
         secrets=tuple(rules.SecretRef.of(ref) for ref in secrets or ()),
+        datasets=dataset_names(datasets),
     )
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
@@ -100,6 +103,7 @@ def workload_submit(
             args=args or [],
             env=env or {},
             secrets=list(charge.secrets),
+            datasets=list(charge.datasets),
             max_runtime_seconds=max_runtime_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             retries=retries,
@@ -123,6 +127,14 @@ def workload_submit(
         )
         taskqueue.SCHEDULING_CYCLE.on_commit()  # admit it now if it fits
     return workload
+
+
+def dataset_names(datasets: Any) -> Any:
+    """Names as a door passed them, or the names of a recorded workload's resolved entries
+    (a clone); anything else goes to the rules as it is, to be refused there."""
+    if not isinstance(datasets, list | tuple):
+        return datasets if datasets else ()
+    return tuple(d.get("name", "") if isinstance(d, dict) else d for d in datasets)
 
 
 def workload_transition(
@@ -267,6 +279,7 @@ CLONED_FIELDS = (
     "args",
     "env",
     "secrets",
+    "datasets",
     "max_runtime_seconds",
     "idle_timeout_seconds",
     "retries",

@@ -22,6 +22,8 @@ class G:
     sharing_mode: str = "whole"
     memory_mib: int = 81920
     mig_profiles: tuple[str, ...] = ()
+    timeslice_replicas: int | None = None
+    hami_split_count: int | None = None
     enabled: bool = True
 
 
