@@ -24,7 +24,7 @@ NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # A PersistentVolumeClaim's name: a DNS-1123 subdomain.
 CLAIM_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # An object-store prefix: scheme://bucket[/prefix], printable ASCII without spaces.
-URI_RE = re.compile(r"(s3|gs|az|abfs|abfss|oci)://[a-z0-9][-a-z0-9._]*[a-z0-9](/[!-~]*)?")
+URI_RE = re.compile(r"(s3|gs|az|abfs|abfss|oci)://[a-z0-9]([-a-z0-9._]*[a-z0-9])?(/[!-~]*)?")
 
 
 def mount_path(name: str) -> str:
