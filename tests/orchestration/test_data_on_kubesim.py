@@ -17,8 +17,8 @@ from kubernetes.client.exceptions import ApiException
 from apps.accounts.models import Membership, Team
 from apps.catalog.models import Cluster, GpuClass
 from apps.datasets.services import dataset_register
-from apps.orchestration import services
 from apps.orchestration import manifests as m
+from apps.orchestration import services
 from apps.orchestration.clusters import forget_clients
 from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads import core as wl
