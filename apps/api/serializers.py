@@ -52,6 +52,7 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "args",
             "env",
             "secrets",
+            "datasets",
             "max_runtime_seconds",
             "idle_timeout_seconds",
             "retries",
@@ -208,6 +209,13 @@ class WorkloadCreateSerializer(serializers.Serializer):
         help_text=f"At most {rules.MAX_SECRET_REFS} references to the team's secrets or your "
         'own, e.g. [{"name": "hf", "env": "HF_TOKEN", "key": "token"}].',
     )
+    datasets = serializers.ListField(
+        child=serializers.CharField(allow_blank=True),
+        default=list,
+        help_text=f"At most {rules.MAX_DATASET_REFS} of the team's datasets by name, e.g. "
+        '["imagenet"]: a volume claim is mounted read-only at /datasets/<name>, an object-store '
+        "prefix is named in GPUPAAS_DATASET_<NAME>_URI.",
+    )
     max_runtime_seconds = serializers.IntegerField(
         required=False,
         allow_null=True,
@@ -257,6 +265,7 @@ class WorkloadCreateSerializer(serializers.Serializer):
                 "command": tuple(data["command"]),
                 "args": tuple(data["args"]),
                 "secrets": tuple(rules.SecretRef.of(ref) for ref in data["secrets"]),
+                "datasets": tuple(data["datasets"]),
             }
         )
 

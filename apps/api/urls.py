@@ -5,6 +5,7 @@ from django.urls import path
 from apps.api.views import accounts as accounts_api
 from apps.api.views import catalog as catalog_api
 from apps.api.views import credentials as credentials_api
+from apps.api.views import datasets as datasets_api
 from apps.api.views import quotas as quotas_api
 from apps.api.views import telemetry as telemetry_api
 from apps.api.views import workloads as workloads_api
@@ -79,6 +80,16 @@ urlpatterns = [
         "teams/<slug:slug>/secrets/<str:name>/",
         credentials_api.TeamSecretDetailView.as_view(),
         name="team-secret-detail",
+    ),
+    path(
+        "teams/<slug:slug>/datasets/",
+        datasets_api.TeamDatasetListView.as_view(),
+        name="team-datasets",
+    ),
+    path(
+        "teams/<slug:slug>/datasets/<str:name>/",
+        datasets_api.TeamDatasetDetailView.as_view(),
+        name="team-dataset-detail",
     ),
     path("teams/<slug:slug>/quotas/", quotas_api.TeamQuotaListView.as_view(), name="team-quotas"),
     path("teams/<slug:slug>/usage/", telemetry_api.TeamUsageView.as_view(), name="team-usage"),

@@ -51,6 +51,10 @@ PRIORITY_DESCRIPTIONS = {
 }
 # Where a job's checkpoint and output directories live: the team's shared volume.
 TEAM_MOUNT = "/team"
+# The team's shared ReadWriteMany volume claim in its namespace (team_claim_name).
+TEAM_CLAIM = "team-data"
+# Where a registered dataset is mounted read-only: DATASETS_MOUNT/<name>.
+DATASETS_MOUNT = "/datasets"
 NOTEBOOK_PORT = 8888
 RENDEZVOUS_PORT = 29500
 
@@ -101,6 +105,37 @@ class TeamSpec:
     # Object counts the namespace may hold (``count/pods`` → 1000): what a team can store
     # in the cluster's database is bounded whatever its GPU quota.
     object_counts: Mapping[str, int] = field(default_factory=dict)
+    # The shared volume (empty size: none) and what all the team's claims may request.
+    volume_size: str = ""
+    volume_storage_class: str = ""
+    storage_quota: str = ""
+
+
+def team_claim_name() -> str:
+    """The name of every team's shared volume claim: the one place it is named."""
+    return TEAM_CLAIM
+
+
+def team_volume_manifest(team: TeamSpec) -> Manifest:
+    """The team's shared ReadWriteMany volume, mounted at TEAM_MOUNT in notebooks and jobs.
+    Not labelled with a workload: it outlives them all."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": team.volume_size}},
+    }
+    if team.volume_storage_class:
+        spec["storageClassName"] = team.volume_storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _meta(team_claim_name(), team.namespace, **{LABEL_TEAM: team.slug}),
+        "spec": spec,
+    }
+
+
+def storage_hard(team: TeamSpec) -> dict[str, str]:
+    """The storage every claim of the namespace may request together."""
+    return {"requests.storage": team.storage_quota} if team.storage_quota else {}
 
 
 def quota_hard(quotas: Sequence[TeamQuotaSpec]) -> dict[str, str]:
@@ -175,7 +210,13 @@ def team_manifests(team: TeamSpec) -> list[Manifest]:
             "apiVersion": "v1",
             "kind": "ResourceQuota",
             "metadata": _meta(QUOTA_NAME, ns, **team_label),
-            "spec": {"hard": {**quota_hard(team.quotas), **object_count_hard(team.object_counts)}},
+            "spec": {
+                "hard": {
+                    **quota_hard(team.quotas),
+                    **object_count_hard(team.object_counts),
+                    **storage_hard(team),
+                }
+            },
         },
         {
             "apiVersion": "v1",
@@ -242,6 +283,8 @@ def team_manifests(team: TeamSpec) -> list[Manifest]:
                 ],
             },
         },
+        # After the quota, which counts it.
+        *([team_volume_manifest(team)] if team.volume_size else []),
     ]
 
 
@@ -257,6 +300,19 @@ class SecretEnv:
     secret: str
     env: str = ""
     key: str = ""
+
+
+@dataclass(frozen=True)
+class DatasetMount:
+    """A registered dataset a request names, as recorded at submit: a volume claim of the team
+    namespace (``claim``), mounted read-only at DATASETS_MOUNT/<name>; or an object-store
+    prefix (``uri``) handed to the pod in its environment, with the keys of a named secret."""
+
+    name: str
+    claim: str = ""
+    uri: str = ""
+    secret: str = ""  # the stored Kubernetes name of the secret
+    secret_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -308,6 +364,8 @@ class WorkloadSpec:
     grace_seconds: int | None = None
     # Earlier starts of this workload that ended in a requeue (preemption, gang restart).
     restart_count: int = 0
+    team_claim: str = TEAM_CLAIM
+    datasets: tuple[DatasetMount, ...] = ()
 
     @property
     def base_name(self) -> str:
@@ -483,14 +541,53 @@ def _job_env(
     }
 
 
-def _team_volume(container: dict[str, Any]) -> list[dict[str, Any]]:
-    """Mount the directory the data paths of job_data_dirs live under at TEAM_MOUNT.
+def _env_suffix(name: str) -> str:
+    return "".join(c if c.isascii() and c.isalnum() else "_" for c in name.upper())
 
-    Until the team's shared volume is mounted here, this is a pod-local emptyDir: the paths
-    are stable across restarts, the files on them are not.
-    """
-    container.setdefault("volumeMounts", []).append({"name": "team", "mountPath": TEAM_MOUNT})
-    return [{"name": "team", "emptyDir": {}}]
+
+def dataset_env_prefix(name: str) -> str:
+    """GPUPAAS_DATASET_<NAME>_: the variables of an object-store dataset."""
+    return f"GPUPAAS_DATASET_{_env_suffix(name)}_"
+
+
+def _dataset_env(datasets: Sequence[DatasetMount]) -> list[dict[str, Any]]:
+    """An object-store dataset's prefix and, from its secret, each key (by reference: the
+    values stay in the Secret). No CSI or FUSE mount of the store is made."""
+    env: list[dict[str, Any]] = []
+    for d in datasets:
+        if not d.uri:
+            continue
+        prefix = dataset_env_prefix(d.name)
+        env.append({"name": f"{prefix}URI", "value": d.uri})
+        if d.secret:
+            env.extend(
+                {
+                    "name": prefix + _env_suffix(key),
+                    "valueFrom": {"secretKeyRef": {"name": d.secret, "key": key}},
+                }
+                for key in d.secret_keys
+            )
+    return env
+
+
+def _team_volume(spec: WorkloadSpec, container: dict[str, Any]) -> list[dict[str, Any]]:
+    """Mount the team's shared volume at TEAM_MOUNT (where the data paths of job_data_dirs
+    live) and each claim dataset read-only at DATASETS_MOUNT/<name>."""
+    mounts = container.setdefault("volumeMounts", [])
+    mounts.append({"name": "team", "mountPath": TEAM_MOUNT})
+    volumes: list[dict[str, Any]] = [
+        {"name": "team", "persistentVolumeClaim": {"claimName": spec.team_claim}}
+    ]
+    for d in spec.datasets:
+        if not d.claim:
+            continue
+        volume = f"dataset-{d.name}"
+        mounts.append({"name": volume, "mountPath": f"{DATASETS_MOUNT}/{d.name}", "readOnly": True})
+        volumes.append(
+            {"name": volume, "persistentVolumeClaim": {"claimName": d.claim, "readOnly": True}}
+        )
+    container["env"].extend(_dataset_env(spec.datasets))
+    return volumes
 
 
 def _container(spec: WorkloadSpec, name: str, env: Mapping[str, str]) -> dict[str, Any]:
@@ -570,7 +667,7 @@ def training_manifests(spec: WorkloadSpec) -> list[Manifest]:
     env = _job_env(spec, spec.env)
     if spec.replicas == 1:
         container = _container(spec, "main", env)
-        volumes = _team_volume(container)
+        volumes = _team_volume(spec, container)
         pod = _pod_spec(spec, container, spec.placement, restart_policy="Never", volumes=volumes)
         return [_job(spec, name, labels, pod, annotations)]
     nodes = {p.node for p in spec.placement}
@@ -598,7 +695,7 @@ def training_manifests(spec: WorkloadSpec) -> list[Manifest]:
         for rank in ("NODE_RANK", "PET_NODE_RANK")
     )
     container["ports"] = [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}]
-    volumes = _team_volume(container)
+    volumes = _team_volume(spec, container)
     pod = _pod_spec(
         spec, container, spec.placement, restart_policy="Never", volumes=volumes, subdomain=name
     )
@@ -654,7 +751,7 @@ def sweep_manifests(spec: WorkloadSpec) -> list[Manifest]:
         env = {**spec.env, "SWEEP_INDEX": str(index), **{_env_key(k): v for k, v in point.items()}}
         point_spec = _with(spec, replicas=1)
         container = _container(point_spec, "main", _job_env(spec, env, index))
-        volumes = _team_volume(container)
+        volumes = _team_volume(spec, container)
         pod = _pod_spec(point_spec, container, placement, restart_policy="Never", volumes=volumes)
         manifests.append(
             _job(
@@ -727,6 +824,7 @@ def notebook_manifests(spec: WorkloadSpec) -> list[Manifest]:
         ]
     container["ports"] = [{"name": "http", "containerPort": NOTEBOOK_PORT}]
     container["volumeMounts"] = [{"name": "home", "mountPath": "/home/jovyan/work"}]
+    data_volumes = _team_volume(spec, container)
     container["readinessProbe"] = {
         "httpGet": {"path": f"{base_url}api", "port": NOTEBOOK_PORT},
         "periodSeconds": 5,
@@ -736,7 +834,10 @@ def notebook_manifests(spec: WorkloadSpec) -> list[Manifest]:
         container,
         spec.placement,
         restart_policy="Always",
-        volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": spec.home_claim}}],
+        volumes=[
+            {"name": "home", "persistentVolumeClaim": {"claimName": spec.home_claim}},
+            *data_volumes,
+        ],
     )
     annotations = _pod_annotations(spec, spec.placement)
     statefulset = {

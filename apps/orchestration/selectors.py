@@ -66,6 +66,9 @@ def team_spec(team: Team) -> m.TeamSpec:
         ),
         ingress_namespace=settings.NOTEBOOK_INGRESS_NAMESPACE,
         object_counts=object_counts(),
+        volume_size=settings.TEAM_VOLUME_SIZE,
+        volume_storage_class=settings.TEAM_VOLUME_STORAGE_CLASS,
+        storage_quota=settings.TEAM_STORAGE_QUOTA,
     )
 
 
@@ -184,6 +187,23 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         home_size=settings.NOTEBOOK_HOME_SIZE,
         grace_seconds=preemption_grace_seconds()[workload.priority_class],
         restart_count=restart_count(workload),
+        team_claim=m.team_claim_name(),
+        datasets=dataset_mounts(workload.datasets),
+    )
+
+
+def dataset_mounts(recorded: Any) -> tuple[m.DatasetMount, ...]:
+    """The datasets a workload recorded at submit (resolved: claim or prefix, secret)."""
+    return tuple(
+        m.DatasetMount(
+            name=str(d["name"]),
+            claim=str(d.get("claim") or ""),
+            uri=str(d.get("uri") or ""),
+            secret=str(d.get("secret") or ""),
+            secret_keys=tuple(str(k) for k in d.get("secret_keys") or ()),
+        )
+        for d in recorded or ()
+        if isinstance(d, Mapping) and d.get("name")
     )
 
 

@@ -67,6 +67,11 @@ class Workload(models.Model):
         blank=True,
         help_text="References to team or personal secrets (names, never values).",
     )
+    datasets = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The team's datasets the workload reads, as resolved at submit.",
+    )
     cpu_milli = models.PositiveIntegerField(default=2000)
     memory_mib = models.PositiveIntegerField(default=8192)
     max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True)

@@ -33,6 +33,10 @@ The rules, by field:
   variable of its name. A team secret any member may use; a personal secret only its owner
   (a clone of a teammate's request that uses one is refused). Variable names follow the
   ``env`` rules and may not repeat a plain variable or another reference.
+- ``datasets``: at most 16 names of datasets registered for the team (DESIGN.md, "Data and
+  secrets"), each once; a claim dataset is mounted read-only at /datasets/<name>, an
+  object-store dataset is named in the environment. A name the team has not registered (another
+  team's dataset included) is refused.
 - ``priority_class``: members up to their kind's class (development for notebooks, training
   for jobs, batch for sweeps); team leads and admins any class, production included.
 """
@@ -71,6 +75,7 @@ RUNTIME_SECONDS = (60, 30 * 24 * 3600)
 IDLE_TIMEOUT_SECONDS = (5 * 60, 7 * 24 * 3600)
 RETRIES = (0, 10)
 MAX_SECRET_REFS = 16
+MAX_DATASET_REFS = 16
 SECRET_SCOPES = ("team", "personal")  # apps.credentials.core.SCOPES
 
 # Messages a door also shows itself, for what it cannot even parse or finds missing.
@@ -236,6 +241,23 @@ class SecretRef:
         )
 
 
+class DatasetFacts(Protocol):
+    """A dataset registered for the team the request asks."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def claim(self) -> str: ...
+    @property
+    def uri(self) -> str: ...
+    @property
+    def secret_k8s_name(self) -> str: ...
+    @property
+    def secret_keys(self) -> Sequence[str]: ...
+
+
 class QuotaFacts(Protocol):
     @property
     def limit_milli(self) -> int: ...
@@ -263,6 +285,7 @@ class WorkloadRequest:
     # Preempted: back in the queue after the grace period (True) or end there (False).
     requeue_on_preemption: bool = True
     secrets: Sequence[SecretRef] = ()
+    datasets: Sequence[str] = ()  # names of the team's datasets
 
 
 @dataclass(frozen=True)
@@ -282,6 +305,7 @@ class Context:
     actor_id: int | None = None  # who asks: whose personal secrets ``secrets`` holds
     secrets: Sequence[SecretFacts] = ()  # the team's and the asking person's own
     reserved_env: ReservedEnv = DEFAULT_RESERVED_ENV  # the ENV_RESERVED setting
+    datasets: Sequence[DatasetFacts] = ()  # the team's
 
 
 @dataclass(frozen=True)
@@ -296,6 +320,7 @@ class Charge:
     priority_class: str
     charged_milli: int
     secrets: tuple[dict[str, Any], ...] = ()
+    datasets: tuple[dict[str, Any], ...] = ()
 
     @property
     def total_milli(self) -> int:
@@ -334,6 +359,7 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
     _put(errors, "env", env_problem(kind, request.env, context.reserved_env))
     if "env" not in errors:
         _put(errors, "secrets", secrets_problem(request, context))
+    _put(errors, "datasets", datasets_problem(request, context))
     for key, message in command_problems(kind, request.command, request.args).items():
         _put(errors, key, message)
     for key, message in limit_problems(request).items():
@@ -365,7 +391,8 @@ def charge_of(
     assert replicas is not None, "only for accepted requests"
     charged = charged_milli_of(request.gpu_milli, gpu_class)
     resolved = tuple(resolved_secrets(request.secrets, context)) if context else ()
-    return Charge(request.gpu_milli, replicas, priority_of(request), charged, resolved)
+    datasets = tuple(resolved_datasets(request.datasets, context)) if context else ()
+    return Charge(request.gpu_milli, replicas, priority_of(request), charged, resolved, datasets)
 
 
 def replicas_of(request: WorkloadRequest) -> int | None:
@@ -796,6 +823,56 @@ def resolved_secrets(refs: Sequence[SecretRef], context: Context) -> list[dict[s
                 "scope": "team" if secret.owner_id is None else "personal",
                 "owner": secret.owner_id,
                 "k8s_name": secret.k8s_name,
+            }
+        )
+    return result
+
+
+# --- datasets -------------------------------------------------------------------------------------
+
+
+def dataset_of(name: str, context: Context) -> DatasetFacts | None:
+    """The team's dataset of that name: only the team's are in the context."""
+    return next((d for d in context.datasets if d.name == name), None)
+
+
+def datasets_problem(request: WorkloadRequest, context: Context) -> str | None:
+    names = request.datasets
+    if isinstance(names, str | bytes) or not isinstance(names, Sequence):
+        return 'List the datasets by name (e.g. ["imagenet"]).'
+    if len(names) > MAX_DATASET_REFS:
+        return f"{len(names)} datasets; at most {MAX_DATASET_REFS}."
+    seen: set[str] = set()
+    for name in names:
+        if not isinstance(name, str) or not name:
+            return "Name each dataset the request uses."
+        if name in seen:
+            return f"The dataset {name} is named twice."
+        seen.add(name)
+        if dataset_of(name, context) is None:
+            known = ", ".join(sorted(d.name for d in context.datasets)) or "none yet"
+            return (
+                f"No dataset named “{name[:100]}” in {context.team}; a request may use only its "
+                f"team's datasets (registered by its leads: {known})."
+            )
+    return None
+
+
+def resolved_datasets(names: Sequence[str], context: Context) -> list[dict[str, Any]]:
+    """The datasets of an accepted request as the workload records them: where the data is,
+    and the stored name and keys of the secret an object-store dataset names."""
+    result = []
+    for name in names:
+        d = dataset_of(name, context)
+        assert d is not None, "only for accepted requests"
+        result.append(
+            {
+                "name": d.name,
+                "kind": d.kind,
+                "claim": d.claim,
+                "uri": d.uri,
+                "secret": d.secret_k8s_name,
+                "secret_keys": list(d.secret_keys),
             }
         )
     return result

@@ -53,6 +53,7 @@ def workload_submit(
     grid: dict[str, list[str]] | None = None,
     params: dict[str, Any] | None = None,
     secrets: list[dict[str, Any]] | None = None,
+    datasets: list[Any] | None = None,
     source_ip: str | None = None,
     before_create: Callable[[rules.WorkloadRequest, rules.Charge], None] | None = None,
 ) -> Workload:
@@ -64,7 +65,8 @@ def workload_submit(
 
     A sweep's grid comes as ``grid`` (or, resubmitted, in ``params``); its replicas are the
     points of the grid. ``secrets`` refers to team or personal secrets by name
-    (``{name, env, key}``); the workload records them resolved.
+    (``{name, env, key}``), ``datasets`` to the team's datasets by name (a recorded
+    workload's resolved entries are taken by their names); the workload records both resolved.
     """
     params = dict(params or {})
     if grid is None and kind == core.KIND_SWEEP:
@@ -84,6 +86,7 @@ def workload_submit(
         retries=retries,
         requeue_on_preemption=requeue_on_preemption,
         secrets=tuple(rules.SecretRef.of(ref) for ref in secrets or ()),
+        datasets=dataset_names(datasets),
     )
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
@@ -108,6 +111,7 @@ def workload_submit(
             args=args or [],
             env=env or {},
             secrets=list(charge.secrets),
+            datasets=list(charge.datasets),
             max_runtime_seconds=max_runtime_seconds,
             idle_timeout_seconds=idle_timeout_seconds,
             retries=retries,
@@ -131,6 +135,14 @@ def workload_submit(
         )
         taskqueue.SCHEDULING_CYCLE.on_commit()  # admit it now if it fits
     return workload
+
+
+def dataset_names(datasets: Any) -> Any:
+    """Names as a door passed them, or the names of a recorded workload's resolved entries
+    (a clone); anything else goes to the rules as it is, to be refused there."""
+    if not isinstance(datasets, list | tuple):
+        return datasets if datasets else ()
+    return tuple(d.get("name", "") if isinstance(d, dict) else d for d in datasets)
 
 
 def workload_transition(
@@ -275,6 +287,7 @@ CLONED_FIELDS = (
     "args",
     "env",
     "secrets",
+    "datasets",
     "max_runtime_seconds",
     "idle_timeout_seconds",
     "retries",

@@ -152,6 +152,14 @@ SecretOpt = Annotated[
         help="NAME[:ENV[=KEY]] (repeat): a team or personal secret as variables, by name.",
     ),
 ]
+DatasetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--dataset",
+        "-d",
+        help="NAME (repeat): a dataset of the team, mounted read-only at /datasets/NAME.",
+    ),
+]
 KeyOpt = Annotated[
     str | None,
     typer.Option(help="Idempotency-Key: the same key never submits twice (default: random)."),
@@ -216,11 +224,13 @@ def _submit(
     env = flags.pop("env", None)
     grid = flags.pop("grid", None)
     secrets = flags.pop("secret", None)
+    datasets = flags.pop("dataset", None)
     overrides: dict[str, Any] = {
         "kind": kind,
         **flags,
         "env": spec.parse_pairs(env, "--env") if env else None,
         "secrets": [spec.parse_secret_ref(s) for s in secrets] if secrets else None,
+        "datasets": list(datasets) if datasets else None,
         "grid": spec.parse_grid(grid) if grid else None,
     }
     body = spec.build_request(base, overrides)
@@ -260,6 +270,7 @@ def submit_notebook(
     priority: PriorityOpt = None,
     env: EnvOpt = None,
     secret: SecretOpt = None,
+    dataset: DatasetOpt = None,
     file: FileOpt = None,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
@@ -283,6 +294,7 @@ def submit_notebook(
         priority_class=priority,
         env=env,
         secret=secret,
+        dataset=dataset,
     )
 
 
@@ -302,6 +314,7 @@ def submit_job(
     priority: PriorityOpt = None,
     env: EnvOpt = None,
     secret: SecretOpt = None,
+    dataset: DatasetOpt = None,
     file: FileOpt = None,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
@@ -329,6 +342,7 @@ def submit_job(
         priority_class=priority,
         env=env,
         secret=secret,
+        dataset=dataset,
     )
 
 
@@ -348,6 +362,7 @@ def submit_sweep(
     requeue: RequeueOpt = None,
     env: EnvOpt = None,
     secret: SecretOpt = None,
+    dataset: DatasetOpt = None,
     file: FileOpt = None,
     key: KeyOpt = None,
     as_json: JsonOpt = False,
@@ -373,6 +388,7 @@ def submit_sweep(
         requeue=requeue,
         env=env,
         secret=secret,
+        dataset=dataset,
     )
 
 

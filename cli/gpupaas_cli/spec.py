@@ -15,6 +15,7 @@ A spec file looks like::
     secrets:                # team or personal secrets by name; values never in the spec
       - {name: hf, env: HF_TOKEN, key: token}
       - {name: wandb}       # every key of the secret becomes a variable
+    datasets: [imagenet]    # the team's datasets, mounted read-only at /datasets/<name>
     max_runtime_seconds: 86400
     grid: {lr: [0.1, 0.01]} # sweeps only
 """
@@ -42,6 +43,7 @@ FIELDS = {
     "args",
     "env",
     "secrets",
+    "datasets",
     "max_runtime_seconds",
     "idle_timeout_seconds",
     "retries",
@@ -175,6 +177,10 @@ def build_request(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict
         ):
             raise SpecError("secrets must be a list of {name, env, key} (env and key optional).")
         merged["secrets"] = [{str(k): str(v) for k, v in r.items()} for r in refs]
+    if "datasets" in merged:
+        names = merged["datasets"]
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise SpecError("datasets must be a list of dataset names, e.g. [imagenet].")
     if "grid" in merged:
         grid = merged["grid"]
         if not isinstance(grid, Mapping) or not all(isinstance(v, list) for v in grid.values()):
@@ -206,6 +212,11 @@ def spec_of(workload: Mapping[str, Any], *, name: str | None = None) -> dict[str
             {k: str(ref[k]) for k in ("name", "env", "key") if ref.get(k)}
             for ref in workload.get("secrets") or []
             if isinstance(ref, Mapping) and ref.get("name")
+        ],
+        "datasets": [
+            str(d["name"])
+            for d in workload.get("datasets") or []
+            if isinstance(d, Mapping) and d.get("name")
         ],
         "max_runtime_seconds": workload.get("max_runtime_seconds"),
         "idle_timeout_seconds": workload.get("idle_timeout_seconds"),

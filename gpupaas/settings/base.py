@@ -14,6 +14,7 @@ from gpupaas.settings.env import (
     env_list,
     env_optional_str,
     env_rate,
+    env_storage,
     env_str,
 )
 
@@ -45,6 +46,7 @@ INSTALLED_APPS = [
     "apps.catalog",
     "apps.quotas",
     "apps.credentials",
+    "apps.datasets",
     "apps.scheduling",
     "apps.workloads",
     "apps.orchestration",
@@ -335,6 +337,12 @@ TEAM_MAX_SECRETS = env_int("TEAM_MAX_SECRETS", 200, minimum=1)
 TEAM_MAX_CONFIGMAPS = env_int("TEAM_MAX_CONFIGMAPS", 50, minimum=1)
 TEAM_MAX_SERVICES = env_int("TEAM_MAX_SERVICES", 200, minimum=1)
 TEAM_MAX_VOLUME_CLAIMS = env_int("TEAM_MAX_VOLUME_CLAIMS", 100, minimum=1)
+# Each team's shared ReadWriteMany volume (mounted at /team in notebooks and jobs), and the
+# storage all its volume claims may request together (ResourceQuota requests.storage: the
+# team volume, the home volumes, the dataset claims). An empty class: the cluster's default.
+TEAM_VOLUME_SIZE = env_storage("TEAM_VOLUME_SIZE", "100Gi")
+TEAM_VOLUME_STORAGE_CLASS = env_str("TEAM_VOLUME_STORAGE_CLASS", "")
+TEAM_STORAGE_QUOTA = env_storage("TEAM_STORAGE_QUOTA", "1Ti")
 
 # --- Telemetry (DCGM metrics from Prometheus, accounting, idle policy) -------------------------
 # On when PROMETHEUS_URL is given (or TELEMETRY_ENABLED=true). Idle durations are defaults for

@@ -95,6 +95,19 @@ def env_rate(name: str, default: str) -> str:
     return value
 
 
+_QUANTITY_RE = re.compile(r"[1-9][0-9]*(Ki|Mi|Gi|Ti|Pi)")
+
+
+def env_storage(name: str, default: str) -> str:
+    """A storage size as Kubernetes writes it back, such as ``100Gi`` or ``1Ti``."""
+    value = env_str(name, default).strip()
+    if not _QUANTITY_RE.fullmatch(value):
+        raise ImproperlyConfigured(
+            f"Environment variable {name}={value!r} is not a size such as 100Gi or 1Ti."
+        )
+    return value
+
+
 def inherit(module: object, namespace: dict[str, object]) -> None:
     """Copy a settings module's UPPER_CASE values into ``namespace``.
 

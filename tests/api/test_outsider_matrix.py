@@ -13,6 +13,7 @@ from apps.accounts.models import ApiToken, Membership
 from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
 from apps.credentials.models import Secret
+from apps.datasets.models import Dataset
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
@@ -40,6 +41,9 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("post", "/api/v1/teams/{team}/secrets/", {"name": "new", "data": {"k": "v"}}),
     ("put", "/api/v1/teams/{team}/secrets/hf/", {"data": {"token": "rotated"}}),
     ("delete", "/api/v1/teams/{team}/secrets/hf/", None),
+    ("get", "/api/v1/teams/{team}/datasets/", None),
+    ("post", "/api/v1/teams/{team}/datasets/", {"name": "new", "kind": "claim", "claim": "c"}),
+    ("delete", "/api/v1/teams/{team}/datasets/imagenet/", None),
     ("get", "/api/v1/teams/{team}/quotas/", None),
     ("get", "/api/v1/teams/{team}/usage/", None),
     ("get", "/api/v1/quotas/?team={team}", None),
@@ -71,6 +75,7 @@ def ids(cast: Cast) -> dict[str, Any]:
     common = {"team": cast.team, "owner": cast.owner, "gpu_class": cast.gpu_class}
     token, _ = api_token_create(actor=cast.owner, name="owner's", scopes=["read"], expires_at=None)
     Secret.objects.create(team=cast.team, name="hf", keys=["token"], k8s_name="gpp-s-matrix")
+    Dataset.objects.create(team=cast.team, name="imagenet", kind="claim", claim="imagenet-pvc")
     return {
         "workload": WorkloadFactory(**common, image=cast.image, state=core.RUNNING).pk,
         "notebook": WorkloadFactory(
@@ -90,6 +95,7 @@ def snapshot() -> tuple[Any, ...]:
         sorted(Membership.objects.values_list("user__username", "team__slug", "role")),
         sorted(ApiToken.objects.values_list("id", "revoked_at")),
         sorted(Secret.objects.values_list("id", "keys", "updated_at")),
+        sorted(Dataset.objects.values_list("id", "name")),
         AuditEvent.objects.count(),
     )
 
@@ -172,6 +178,7 @@ def test_matrix_covers_every_api_route() -> None:
         c.replace("/members/owner/", "/members/<str:username>/")
         .replace("{token}", "<int:token_id>")
         .replace("/secrets/hf/", "/secrets/<str:name>/")
+        .replace("/datasets/imagenet/", "/datasets/<str:name>/")
         for c in covered
     }
     covered |= {"/api/v1/gpu-classes/<str:name>/"}  # the catalogue is not team-owned

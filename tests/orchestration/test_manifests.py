@@ -40,7 +40,7 @@ JOB_ENV = [
     {"name": "GPUPAAS_RESTART_COUNT", "value": "0"},
 ]
 TEAM_MOUNT = {"name": "team", "mountPath": "/team"}
-TEAM_VOLUME = {"name": "team", "emptyDir": {}}
+TEAM_VOLUME = {"name": "team", "persistentVolumeClaim": {"claimName": "team-data"}}
 
 
 def spec(**kw: Any) -> m.WorkloadSpec:
@@ -421,11 +421,13 @@ def test_notebook_has_statefulset_service_ingress_and_token_from_secret() -> Non
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["volumeMounts"] == [
         {"name": "home", "mountPath": "/home/jovyan/work"},
+        TEAM_MOUNT,
         {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108
     ]
     pod = statefulset["spec"]["template"]["spec"]
     assert pod["volumes"] == [
         {"name": "home", "persistentVolumeClaim": {"claimName": "home-alice"}},
+        TEAM_VOLUME,
         {"name": "tmp", "emptyDir": {}},
     ]
     assert pod["automountServiceAccountToken"] is False

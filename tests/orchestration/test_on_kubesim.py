@@ -73,8 +73,9 @@ def admitted(team: Team, **kw: Any) -> Workload:
 
 
 def gpu_limits(hard: dict[str, str]) -> dict[str, str]:
-    """A ResourceQuota's GPU limits, without the object counts every team namespace has."""
-    return {k: v for k, v in hard.items() if k.startswith("requests.")}
+    """A ResourceQuota's GPU limits, without the object counts and the storage every team
+    namespace has."""
+    return {k: v for k, v in hard.items() if k.startswith("requests.") and k != "requests.storage"}
 
 
 def jobs_of(kube_api_client: Any, team: Team, workload: Workload) -> list[Any]:

@@ -32,6 +32,7 @@ from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
 from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image
 from apps.common.taskqueue import TaskRef
+from apps.datasets.models import Dataset
 from apps.quotas.models import TeamQuota
 from apps.telemetry.models import IdlePolicy, UsageDay
 from apps.workloads import core as wl
@@ -410,6 +411,38 @@ def _(w: Walk, image: Image) -> Outcome:
 def _(w: Walk, images: list[Image]) -> Outcome:
     expected = [event("image.delete", i) for i in images]
     w.action("delete_selected", images)
+    return Outcome(expected)
+
+
+# datasets.dataset
+
+
+@case("datasets.dataset:add")
+def _(w: Walk, _: Any) -> Outcome:
+    w.form(Dataset, "add").set(
+        team=str(w.team.pk), name="imagenet", kind="claim", claim="imagenet-pvc"
+    ).submit()
+    return Outcome([event("dataset.register", Dataset.objects.get(name="imagenet"))])
+
+
+def a_dataset(w: Walk, name: str = "imagenet") -> Dataset:
+    return Dataset.objects.create(team=w.team, name=name, kind="claim", claim=f"{name}-pvc")
+
+
+@case("datasets.dataset:delete", setup=a_dataset)
+def _(w: Walk, dataset: Dataset) -> Outcome:
+    expected = event("dataset.remove", dataset)
+    w.delete(dataset)
+    return Outcome([expected])
+
+
+@case(
+    "datasets.dataset:action:delete_selected",
+    setup=lambda w: [a_dataset(w), a_dataset(w, "coco")],
+)
+def _(w: Walk, datasets: list[Dataset]) -> Outcome:
+    expected = [event("dataset.remove", d) for d in datasets]
+    w.action("delete_selected", datasets)
     return Outcome(expected)
 
 
@@ -1001,7 +1034,11 @@ def test_admin_quota_change_reaches_the_resource_quota(
     def hard() -> dict[str, str]:
         quota = core_api.read_namespaced_resource_quota(manifests.QUOTA_NAME, sim_team.namespace)
         # GPU limits only: every team namespace also has its object counts.
-        return {k: v for k, v in (quota.spec.hard or {}).items() if k.startswith("requests.")}
+        return {
+            k: v
+            for k, v in (quota.spec.hard or {}).items()
+            if k.startswith("requests.") and k != "requests.storage"
+        }
 
     w = Walk(staff_client(cast), cast, sim_team)
     walked = CASES[key]

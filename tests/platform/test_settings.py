@@ -24,6 +24,8 @@ def test_env_helpers_parse_typed_values(monkeypatch: pytest.MonkeyPatch) -> None
     assert env.env_str("X_MISSING", "dflt") == "dflt"
     monkeypatch.setenv("X_RATE", " 20/min ")
     assert env.env_rate("X_RATE", "1/sec") == "20/min"
+    monkeypatch.setenv("X_SIZE", " 2Ti ")
+    assert env.env_storage("X_SIZE", "1Gi") == "2Ti"
 
 
 @pytest.mark.parametrize(
@@ -34,6 +36,8 @@ def test_env_helpers_parse_typed_values(monkeypatch: pytest.MonkeyPatch) -> None
         ("X_INT", "-1", lambda: env.env_int("X_INT", 0, minimum=0)),
         ("X_RATE", "600", lambda: env.env_rate("X_RATE", "1/min")),
         ("X_RATE", "10/fortnight", lambda: env.env_rate("X_RATE", "1/min")),
+        ("X_SIZE", "100GB", lambda: env.env_storage("X_SIZE", "1Gi")),
+        ("X_SIZE", "0Gi", lambda: env.env_storage("X_SIZE", "1Gi")),
     ],
 )
 def test_env_helpers_fail_loudly_naming_the_variable(

@@ -194,6 +194,7 @@ def test_team_quota_counts_objects_from_settings(settings: Any) -> None:
         "count/pods": "1k",
         "count/secrets": "200",
         "count/services": "200",
+        "requests.storage": "1Ti",  # the team volume, home volumes and dataset claims
     }
 
 

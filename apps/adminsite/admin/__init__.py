@@ -1,5 +1,13 @@
 """Every registration of the Django admin; Django's autodiscovery imports this package."""
 
-from apps.adminsite.admin import accounts, audit, catalog, quotas, telemetry, workloads
+from apps.adminsite.admin import (
+    accounts,
+    audit,
+    catalog,
+    datasets,
+    quotas,
+    telemetry,
+    workloads,
+)
 
-__all__ = ["accounts", "audit", "catalog", "quotas", "telemetry", "workloads"]
+__all__ = ["accounts", "audit", "catalog", "datasets", "quotas", "telemetry", "workloads"]

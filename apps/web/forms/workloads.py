@@ -168,6 +168,13 @@ class WorkloadRequestForm(forms.Form):
         "key (e.g. hf:HF_TOKEN=token); NAME alone sets every key as a variable. The team's "
         "secrets and your own, from the Secrets page; values are never shown.",
     )
+    datasets = forms.CharField(
+        label="Datasets",
+        required=False,
+        widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono"}),
+        help_text="The team's datasets by name, separated by spaces or commas (e.g. imagenet), "
+        "from the Datasets page: a volume claim is mounted read-only at /datasets/<name>.",
+    )
     gpu_class = CatalogChoiceField(
         queryset=GpuClass.objects.none(),
         lookup=GpuClass.objects.all(),
@@ -293,6 +300,10 @@ class WorkloadRequestForm(forms.Form):
     def clean_secrets(self) -> list[dict[str, str]]:
         return parse_secret_refs(self.cleaned_data.get("secrets") or "")
 
+    def clean_datasets(self) -> list[str]:
+        # Whether they exist in the team is the request rules' to say.
+        return (self.cleaned_data.get("datasets") or "").replace(",", " ").split()
+
     def replica_count(self) -> int | None:
         """Replicas as typed; None: the rules derive them (one; a sweep's grid points)."""
         return None
@@ -319,6 +330,7 @@ class WorkloadRequestForm(forms.Form):
             "args": data.get("args") or [],
             "env": data.get("env") or {},
             "secrets": data.get("secrets") or [],
+            "datasets": data.get("datasets") or [],
             "max_runtime_seconds": None if hours is None else int(hours * 3600),
             "idle_timeout_seconds": None if minutes is None else int(minutes) * 60,
             "retries": 0 if retries is None else retries,
@@ -528,6 +540,9 @@ def clone_initial(workload: Workload) -> dict[str, Any]:
         "requeue_on_preemption": "yes" if workload.requeue_on_preemption else "no",
         "env": "\n".join(f"{k}={v}" for k, v in (workload.env or {}).items()),
         "secrets": "\n".join(secrets),
+        "datasets": " ".join(
+            str(d["name"]) for d in workload.datasets or [] if isinstance(d, dict) and d.get("name")
+        ),
         "command": shlex.join(workload.command or []),
         "args": shlex.join(workload.args or []),
         "replicas": workload.replicas,

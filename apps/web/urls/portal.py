@@ -4,6 +4,7 @@ from django.urls import path
 
 from apps.web.views import accounts as account_views
 from apps.web.views import credentials as credential_views
+from apps.web.views import datasets as dataset_views
 from apps.web.views import notebooks as notebook_views
 from apps.web.views import workloads as views
 
@@ -82,6 +83,12 @@ urlpatterns = [
     path("notebooks/signin/", notebook_views.notebook_signin, name="notebook-signin"),
     # The team page lives with the accounts app; it is mounted here to get a short URL.
     path("teams/<slug:slug>/", account_views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/datasets/", dataset_views.team_datasets_page, name="team-datasets"),
+    path(
+        "teams/<slug:slug>/datasets/remove/",
+        dataset_views.team_dataset_remove,
+        name="team-dataset-remove",
+    ),
     path("teams/<slug:slug>/secrets/", credential_views.team_secrets, name="team-secrets"),
     path(
         "teams/<slug:slug>/secrets/rotate/",
