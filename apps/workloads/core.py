@@ -3,6 +3,10 @@ one home). What a request may be is :mod:`apps.workloads.rules`."""
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
 KIND_NOTEBOOK = "notebook"
 KIND_TRAINING = "training"
 KIND_SWEEP = "sweep"
@@ -136,3 +140,39 @@ def state_timestamp_field(state: str) -> str | None:
         CANCELLED: "finished_at",
         EXPIRED: "finished_at",
     }.get(state)
+
+
+# --- sweeps: a grid of trials, and the sweep's own state derived from theirs ---------------------
+
+
+def sweep_points(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
+    """The cartesian product of a parameter grid, in a stable order: trial i runs point i."""
+    keys = sorted(grid)
+    return [
+        dict(zip(keys, (str(v) for v in values), strict=True))
+        for values in itertools.product(*(list(grid[k]) for k in keys))
+    ]
+
+
+def sweep_state(trial_states: Iterable[str]) -> tuple[str, str]:
+    """A sweep's state and reason from its trials' states.
+
+    Queued until a trial has been admitted; running while any trial is admitted or runs, or
+    some are done and others wait; when all are done: failed if any failed (how many), else
+    cancelled if any was cancelled, else succeeded.
+    """
+    counts = Counter(trial_states)
+    total = sum(counts.values())
+    done = sum(counts[s] for s in TERMINAL_STATES)
+    if total and done == total:
+        failed = counts[FAILED] + counts[EXPIRED]
+        if failed:
+            return FAILED, f"{failed} of {total} trials failed; {counts[SUCCEEDED]} succeeded."
+        if counts[CANCELLED]:
+            return CANCELLED, f"{counts[CANCELLED]} of {total} trials were cancelled."
+        return SUCCEEDED, f"All {total} trials succeeded."
+    active = sum(counts[s] for s in ACTIVE_STATES)
+    waiting = sum(counts[s] for s in WAITING_STATES) + counts[PREEMPTED]
+    if active or done:
+        return RUNNING, f"{active} of {total} trials running, {done} done, {waiting} waiting."
+    return QUEUED, f"{total} trials waiting for GPUs."

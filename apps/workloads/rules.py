@@ -24,6 +24,8 @@ The rules, by field:
 - ``env``: at most 64 variables and 32 KiB; names ``[A-Za-z_][A-Za-z0-9_]*`` (ASCII), not
   the GPU runtime's or the platform's (NVIDIA_*, CUDA_VISIBLE_DEVICES, LD_PRELOAD,
   GPUPAAS_*, …), nor SWEEP_* in a sweep.
+- ``parallelism`` (sweeps only): trials that run at once, 1 to the number of trials (default
+  4, at most the trials); what runs at once must fit the team's limit and the per-user cap.
 - ``command``/``args``: a notebook takes neither; a training job or sweep needs a command.
 - ``max_runtime_seconds`` 1 minute – 30 days, ``idle_timeout_seconds`` 5 minutes – 7 days,
   ``retries`` 0–10.
@@ -63,6 +65,8 @@ MAX_GPU_MILLI = 64 * MILLI  # per replica
 MAX_NODES = 64  # replicas of a training job
 MAX_GRID_POINTS = 256
 MAX_GRID_VALUE_LENGTH = 256
+# Trials of a sweep that run at once unless the request says otherwise (at most its trials).
+DEFAULT_PARALLELISM = 4
 MAX_ENV_VARS = 64
 MAX_ENV_BYTES = 32 * 1024  # names and values together, UTF-8
 MAX_WORDS = 200  # of a command, of its arguments
@@ -229,6 +233,8 @@ class WorkloadRequest:
     # Preempted: back in the queue after the grace period (True) or end there (False).
     requeue_on_preemption: bool = True
     secrets: Sequence[SecretRef] = ()
+    # Sweeps: how many trials run at once (None: DEFAULT_PARALLELISM, at most the trials).
+    parallelism: int | None = None
 
 
 @dataclass(frozen=True)
@@ -261,6 +267,8 @@ class Charge:
     priority_class: str
     charged_milli: int
     secrets: tuple[dict[str, Any], ...] = ()
+    # Sweeps: the trials that run at once (each trial is charged on its own while it runs).
+    parallelism: int | None = None
 
     @property
     def total_milli(self) -> int:
@@ -296,6 +304,7 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
             "replicas out.",
         )
     _put(errors, "grid", grid_problem(kind, request.grid))
+    _put(errors, "parallelism", parallelism_problem(kind, request.parallelism, replicas))
     _put(errors, "env", env_problem(kind, request.env))
     if "env" not in errors:
         _put(errors, "secrets", secrets_problem(request, context))
@@ -311,11 +320,46 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
     shape_known = not ({"gpu_milli", "replicas"} & errors.keys()) and not (
         kind == core.KIND_SWEEP and "grid" in errors
     )
-    if shape_known and replicas is not None:
+    if shape_known and replicas is not None and "parallelism" not in errors:
         # A request no scheduling cycle could ever admit is refused now, not queued forever.
-        for key, message in capacity_problems(request.gpu_milli, replicas, context).items():
+        # A sweep's trials are units of their own: what must fit is the trials run at once.
+        at_once = parallelism_of(request) or replicas
+        for key, message in capacity_problems(request.gpu_milli, at_once, context).items():
+            if (
+                kind == core.KIND_SWEEP
+                and key == "gpu_milli"
+                and ("limit" in message or "per-user cap" in message)
+            ):
+                key, message = "parallelism", f"{message} ({at_once} trials at once)"
             _put(errors, key, message)
     return errors
+
+
+def parallelism_of(request: WorkloadRequest) -> int | None:
+    """Trials of a sweep that run at once: as asked, else the default, at most its trials."""
+    if request.kind != core.KIND_SWEEP:
+        return None
+    points = grid_points(request.grid or {})
+    if request.parallelism is not None:
+        return request.parallelism
+    return max(1, min(DEFAULT_PARALLELISM, points)) if points else DEFAULT_PARALLELISM
+
+
+PARALLELISM_INVALID = "Give the number of trials that may run at once: a whole number, at least 1."
+
+
+def parallelism_problem(kind: str, parallelism: Any, trials: int | None) -> str | None:
+    if parallelism is None:
+        return None
+    if kind != core.KIND_SWEEP:
+        return "Only sweeps take a parallelism cap."
+    if not _whole_number(parallelism) or parallelism < 1:
+        return PARALLELISM_INVALID
+    if trials is not None and parallelism > trials:
+        return (
+            f"The sweep has {trials} trials; at most {trials} can run at once, not {parallelism}."
+        )
+    return None
 
 
 REQUEUE_NOT_BOOLEAN = "Say true (back in the queue after a preemption) or false (end there)."
@@ -330,7 +374,14 @@ def charge_of(
     assert replicas is not None, "only for accepted requests"
     charged = charged_milli_of(request.gpu_milli, gpu_class)
     resolved = tuple(resolved_secrets(request.secrets, context)) if context else ()
-    return Charge(request.gpu_milli, replicas, priority_of(request), charged, resolved)
+    return Charge(
+        request.gpu_milli,
+        replicas,
+        priority_of(request),
+        charged,
+        resolved,
+        parallelism=parallelism_of(request),
+    )
 
 
 def replicas_of(request: WorkloadRequest) -> int | None:

@@ -52,17 +52,22 @@ def workload_submit(
     grid: dict[str, list[str]] | None = None,
     params: dict[str, Any] | None = None,
     secrets: list[dict[str, Any]] | None = None,
+    parallelism: int | None = None,
     source_ip: str | None = None,
 ) -> Workload:
     """Record a request for GPUs. It waits in ``pending`` until a scheduling cycle looks at it.
 
     A sweep's grid comes as ``grid`` (or, resubmitted, in ``params``); its replicas are the
-    points of the grid. ``secrets`` refers to team or personal secrets by name
+    points of the grid, each recorded as a trial of its own (one Workload row per point, with
+    ``sweep`` set): the scheduler admits, charges and preempts trials, at most
+    ``parallelism`` of a sweep at once. ``secrets`` refers to team or personal secrets by name
     (``{name, env, key}``); the workload records them resolved.
     """
     params = dict(params or {})
     if grid is None and kind == core.KIND_SWEEP:
         grid = params.get("grid")
+    if parallelism is None and kind == core.KIND_SWEEP:
+        parallelism = params.get("parallelism")
     request = rules.WorkloadRequest(
         kind=kind,
         name=name,
@@ -78,12 +83,15 @@ def workload_submit(
         retries=retries,
         requeue_on_preemption=requeue_on_preemption,
         secrets=tuple(rules.SecretRef.of(ref) for ref in secrets or ()),
+        parallelism=parallelism,
     )
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
     )
     if grid:
         params["grid"] = {k: list(v) for k, v in grid.items()}
+    if charge.parallelism is not None:
+        params["parallelism"] = charge.parallelism
     with transaction.atomic():
         workload = Workload.objects.create(
             name=name,
@@ -121,8 +129,90 @@ def workload_submit(
             source_ip=source_ip,
             details={"total_milli": workload.total_milli, "gpu_class": gpu_class.name},
         )
+        if workload.kind == core.KIND_SWEEP:
+            _trials_create(sweep=workload, grid=params.get("grid") or {})
         taskqueue.SCHEDULING_CYCLE.on_commit()  # admit it now if it fits
     return workload
+
+
+TRIAL_FIELDS = (
+    "kind",
+    "owner",
+    "team",
+    "gpu_class",
+    "image",
+    "gpu_milli",
+    "charged_milli",
+    "priority_class",
+    "command",
+    "args",
+    "env",
+    "secrets",
+    "cpu_milli",
+    "memory_mib",
+    "max_runtime_seconds",
+    "idle_timeout_seconds",
+    "retries",
+    "requeue_on_preemption",
+    "created_at",
+)
+
+
+def _trials_create(*, sweep: Workload, grid: dict[str, list[str]]) -> list[Workload]:
+    """One trial per point of the grid, in the grid's stable order (core.sweep_points)."""
+    values = {f: getattr(sweep, f) for f in TRIAL_FIELDS}
+    shared = {k: v for k, v in (sweep.params or {}).items() if k not in ("grid", "parallelism")}
+    trials = Workload.objects.bulk_create(
+        Workload(
+            **values,
+            name=f"{sweep.name[: rules.MAX_NAME_LENGTH - 8]} #{index}",
+            replicas=1,
+            params={**shared, "grid": {k: [v] for k, v in point.items()}, "point": point},
+            state=core.PENDING,
+            sweep=sweep,
+            trial_index=index,
+        )
+        for index, point in enumerate(core.sweep_points(grid))
+    )
+    WorkloadEvent.objects.bulk_create(
+        WorkloadEvent(
+            workload=t, from_state="", to_state=core.PENDING, reason="Submitted with its sweep."
+        )
+        for t in trials
+    )
+    return trials
+
+
+def sweep_state_refresh(*, sweep_id: int) -> str | None:
+    """Derive a sweep's own state from its trials' and record it when it changes.
+
+    Running while any trial has started and others are not done; succeeded when every trial
+    succeeded; failed when all are done and any failed (saying how many); cancelled when
+    cancelled. The sweep holds no GPUs, so this is no lifecycle of its own: the state is
+    written directly (after locking the row, so that two trials ending together cannot both
+    write a stale count), not through ``workload_transition``'s table."""
+    with transaction.atomic():
+        sweep = Workload.objects.select_for_update().filter(pk=sweep_id).first()
+        if sweep is None or sweep.is_terminal:
+            return None
+        states = list(sweep.trials.values_list("state", flat=True))
+        target, reason = core.sweep_state(states)
+        if target == sweep.state and reason == sweep.last_reason:
+            return None
+        now = timezone.now()
+        changes: dict[str, Any] = {"state": target, "last_reason": reason[:500], "updated_at": now}
+        if target == core.RUNNING and sweep.started_at is None:
+            changes["started_at"] = now
+        if target == core.QUEUED and sweep.queued_at is None:
+            changes["queued_at"] = now
+        if target in core.TERMINAL_STATES:
+            changes["finished_at"] = now
+        Workload.objects.filter(pk=sweep.pk).update(**changes)
+        if target != sweep.state:
+            WorkloadEvent.objects.create(
+                workload=sweep, from_state=sweep.state, to_state=target, reason=reason[:500]
+            )
+    return target
 
 
 def workload_transition(
@@ -154,6 +244,8 @@ def workload_transition(
         WorkloadEvent.objects.create(
             workload=workload, from_state=current, to_state=to_state, reason=reason, actor=actor
         )
+        if workload.sweep_id is not None:
+            sweep_state_refresh(sweep_id=workload.sweep_id)
     for field, value in changes.items():
         setattr(workload, field, value)
     return True
@@ -176,6 +268,12 @@ def workload_cancel(
             raise ValidationError(f"The workload changed to {workload.state} meanwhile; try again.")
         audit_record(actor=actor, action="workload.cancel", obj=workload, source_ip=source_ip)
         taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)
+        if workload.is_sweep:
+            for trial in workload.trials.exclude(state__in=core.TERMINAL_STATES):
+                if workload_transition(
+                    workload=trial, to_state=core.CANCELLED, reason=text, actor=actor
+                ):
+                    taskqueue.WORKLOAD_RECONCILE.on_commit(trial.pk)
         taskqueue.SCHEDULING_CYCLE.on_commit()  # its GPUs may start someone else
     return workload
 

@@ -293,6 +293,9 @@ class WorkloadRequestForm(forms.Form):
     def grid_value(self) -> dict[str, list[str]] | None:
         return None
 
+    def parallelism_value(self) -> int | None:
+        return None
+
     def submit_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``workload_submit`` (after ``is_valid()``)."""
         data = self.cleaned_data
@@ -317,6 +320,7 @@ class WorkloadRequestForm(forms.Form):
             "retries": 0 if retries is None else retries,
             "requeue_on_preemption": data.get("requeue_on_preemption") is not False,
             "grid": self.grid_value(),
+            "parallelism": self.parallelism_value(),
         }
 
     def template_values(self) -> dict[str, str]:
@@ -445,6 +449,13 @@ class SweepRequestForm(WorkloadRequestForm, _BatchFields):
         f"{rules.MAX_GRID_POINTS} points. Each point of the grid runs as its own job and sees "
         "its values as SWEEP_<NAME> environment variables.",
     )
+    parallelism = forms.IntegerField(
+        label="Trials at once",
+        required=False,
+        error_messages={"invalid": rules.PARALLELISM_INVALID},
+        help_text=f"How many trials may run at the same time (default {rules.DEFAULT_PARALLELISM}, "
+        "at most the number of points). Each trial is admitted, charged and preempted on its own.",
+    )
 
     field_order = [
         "name",
@@ -452,6 +463,7 @@ class SweepRequestForm(WorkloadRequestForm, _BatchFields):
         "gpu_class",
         "gpu_milli",
         "grid",
+        "parallelism",
         "priority_class",
         "image",
         "command",
@@ -469,6 +481,9 @@ class SweepRequestForm(WorkloadRequestForm, _BatchFields):
 
     def grid_value(self) -> dict[str, list[str]] | None:
         return self.cleaned_data.get("grid")
+
+    def parallelism_value(self) -> int | None:
+        return self.cleaned_data.get("parallelism")
 
     def error_field(self, field: str) -> str | None:
         if field == "replicas":
