@@ -257,6 +257,9 @@ def workload_cancel(
     """Cancel a workload that has not finished. Owners, team leads and admins may."""
     if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may cancel this workload.")
+    if workload.is_sweep:
+        # Its state follows its trials' and may have moved since the row was read.
+        workload.refresh_from_db(fields=["state", "last_reason"])
     if workload.is_terminal:
         raise ValidationError(f"The workload has already {workload.state}; nothing to cancel.")
     text = reason or f"Cancelled by {actor.get_username()}."

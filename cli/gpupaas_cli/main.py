@@ -275,7 +275,10 @@ def submit_job(
 def submit_sweep(
     command: CommandArg = None,
     grid: Annotated[
-        list[str] | None, typer.Option(help="PARAM=v1,v2 (repeat); one job per point.")
+        list[str] | None, typer.Option(help="PARAM=v1,v2 (repeat); one trial per point.")
+    ] = None,
+    parallelism: Annotated[
+        int | None, typer.Option(help="Trials that run at once (default 4).")
     ] = None,
     name: NameOpt = None,
     gpu: GpuOpt = None,
@@ -298,6 +301,7 @@ def submit_sweep(
         as_json=as_json,
         command=command,
         grid=grid,
+        parallelism=parallelism,
         name=name,
         gpu=gpu,
         gpu_class=gpu_class,

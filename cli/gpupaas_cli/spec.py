@@ -16,7 +16,8 @@ A spec file looks like::
       - {name: hf, env: HF_TOKEN, key: token}
       - {name: wandb}       # every key of the secret becomes a variable
     max_runtime_seconds: 86400
-    grid: {lr: [0.1, 0.01]} # sweeps only
+    grid: {lr: [0.1, 0.01]} # sweeps only: one trial per point
+    parallelism: 4          # sweeps only: trials at once
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ FIELDS = {
     "retries",
     "requeue",
     "grid",
+    "parallelism",
 }
 
 
