@@ -251,6 +251,26 @@ class WorkloadCreateSerializer(serializers.Serializer):
         help_text=f"Sweeps: trials that run at once (default {rules.DEFAULT_PARALLELISM}, at "
         "most the points of the grid). Each trial is admitted, charged and preempted on its own.",
     )
+    ranges = serializers.DictField(
+        child=serializers.ListField(child=serializers.JSONField()),
+        required=False,
+        allow_null=True,
+        help_text="Sweeps, instead of a grid: parameter → [low, high] or [low, high, scale] "
+        '(linear, log or int), e.g. {"lr": [1e-5, 1e-3, "log"], "bs": [16, 64, "int"]}.',
+    )
+    samples = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        error_messages={"invalid": rules.SAMPLES_INVALID},
+        help_text=f"Sweeps with ranges: how many points to draw, 1 to {rules.MAX_GRID_POINTS}.",
+    )
+    seed = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        error_messages={"invalid": rules.SEED_INVALID},
+        help_text="Sweeps with ranges: the seed of the draw (recorded; drawn when absent). The "
+        "same seed gives the same trials.",
+    )
 
     def submit_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``workload_submit`` (after ``is_valid()``), lookups aside."""

@@ -4,6 +4,8 @@ one home). What a request may be is :mod:`apps.workloads.rules`."""
 from __future__ import annotations
 
 import itertools
+import math
+import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -154,6 +156,15 @@ def sweep_points(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
     ]
 
 
+def sweep_points_of(params: Mapping[str, object]) -> list[dict[str, str]]:
+    """The points of a recorded sweep: its sampled ranges, else its grid."""
+    ranges, samples, seed = params.get("ranges"), params.get("samples"), params.get("seed")
+    if isinstance(ranges, Mapping) and isinstance(samples, int) and isinstance(seed, int):
+        return sample_points(ranges, samples, seed)
+    grid = params.get("grid")
+    return sweep_points(grid) if isinstance(grid, Mapping) else []
+
+
 def sweep_state(trial_states: Iterable[str]) -> tuple[str, str]:
     """A sweep's state and reason from its trials' states.
 
@@ -176,3 +187,35 @@ def sweep_state(trial_states: Iterable[str]) -> tuple[str, str]:
     if active or done:
         return RUNNING, f"{active} of {total} trials running, {done} done, {waiting} waiting."
     return QUEUED, f"{total} trials waiting for GPUs."
+
+
+# Scales of a sampled range: uniform, uniform in the logarithm, uniform whole numbers.
+SCALE_LINEAR = "linear"
+SCALE_LOG = "log"
+SCALE_INT = "int"
+SCALES = (SCALE_LINEAR, SCALE_LOG, SCALE_INT)
+
+
+def sample_points(
+    ranges: Mapping[str, Sequence[object]], samples: int, seed: int
+) -> list[dict[str, str]]:
+    """``samples`` points drawn from ``ranges`` (name → [low, high] or [low, high, scale]) by a
+    generator seeded with ``seed``: the same request always gives the same trials. Values are
+    text as the trials see them (whole numbers for ``int``, 6 significant digits otherwise)."""
+    rng = random.Random(seed)  # noqa: S311 - reproducible sampling, not secrecy
+    keys = sorted(ranges)
+    points = []
+    for _ in range(samples):
+        point = {}
+        for key in keys:
+            spec = list(ranges[key])
+            low, high = float(spec[0]), float(spec[1])  # type: ignore[arg-type]
+            scale = str(spec[2]) if len(spec) > 2 else SCALE_LINEAR
+            if scale == SCALE_INT:
+                point[key] = str(rng.randint(math.ceil(low), math.floor(high)))
+            elif scale == SCALE_LOG:
+                point[key] = f"{math.exp(rng.uniform(math.log(low), math.log(high))):.6g}"
+            else:
+                point[key] = f"{rng.uniform(low, high):.6g}"
+        points.append(point)
+    return points

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from secrets import randbelow
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -53,6 +54,9 @@ def workload_submit(
     params: dict[str, Any] | None = None,
     secrets: list[dict[str, Any]] | None = None,
     parallelism: int | None = None,
+    ranges: dict[str, list[Any]] | None = None,
+    samples: int | None = None,
+    seed: int | None = None,
     source_ip: str | None = None,
 ) -> Workload:
     """Record a request for GPUs. It waits in ``pending`` until a scheduling cycle looks at it.
@@ -60,14 +64,21 @@ def workload_submit(
     A sweep's grid comes as ``grid`` (or, resubmitted, in ``params``); its replicas are the
     points of the grid, each recorded as a trial of its own (one Workload row per point, with
     ``sweep`` set): the scheduler admits, charges and preempts trials, at most
-    ``parallelism`` of a sweep at once. ``secrets`` refers to team or personal secrets by name
+    ``parallelism`` of a sweep at once. Instead of a grid, a sweep may sample ``samples``
+    points of ``ranges`` with ``seed`` (drawn and recorded when absent, so that the trials
+    and a resubmission are the same). ``secrets`` refers to team or personal secrets by name
     (``{name, env, key}``); the workload records them resolved.
     """
     params = dict(params or {})
     if grid is None and kind == core.KIND_SWEEP:
         grid = params.get("grid")
-    if parallelism is None and kind == core.KIND_SWEEP:
-        parallelism = params.get("parallelism")
+    if kind == core.KIND_SWEEP:
+        parallelism = params.get("parallelism") if parallelism is None else parallelism
+        if ranges is None and samples is None:
+            ranges, samples = params.get("ranges"), params.get("samples")
+            seed = params.get("seed") if seed is None else seed
+        if (ranges is not None or samples is not None) and seed is None:
+            seed = randbelow(rules.MAX_SEED + 1)
     request = rules.WorkloadRequest(
         kind=kind,
         name=name,
@@ -84,6 +95,9 @@ def workload_submit(
         requeue_on_preemption=requeue_on_preemption,
         secrets=tuple(rules.SecretRef.of(ref) for ref in secrets or ()),
         parallelism=parallelism,
+        ranges=ranges,
+        samples=samples,
+        seed=seed,
     )
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
@@ -92,6 +106,8 @@ def workload_submit(
         params["grid"] = {k: list(v) for k, v in grid.items()}
     if charge.parallelism is not None:
         params["parallelism"] = charge.parallelism
+    if request.sampled:
+        params.update({"ranges": ranges, "samples": samples, "seed": seed})
     with transaction.atomic():
         workload = Workload.objects.create(
             name=name,
@@ -130,7 +146,7 @@ def workload_submit(
             details={"total_milli": workload.total_milli, "gpu_class": gpu_class.name},
         )
         if workload.kind == core.KIND_SWEEP:
-            _trials_create(sweep=workload, grid=params.get("grid") or {})
+            _trials_create(sweep=workload, points=core.sweep_points_of(params))
         taskqueue.SCHEDULING_CYCLE.on_commit()  # admit it now if it fits
     return workload
 
@@ -158,10 +174,11 @@ TRIAL_FIELDS = (
 )
 
 
-def _trials_create(*, sweep: Workload, grid: dict[str, list[str]]) -> list[Workload]:
-    """One trial per point of the grid, in the grid's stable order (core.sweep_points)."""
+def _trials_create(*, sweep: Workload, points: list[dict[str, str]]) -> list[Workload]:
+    """One trial per point (core.sweep_points_of: the grid's or the samples', in order)."""
     values = {f: getattr(sweep, f) for f in TRIAL_FIELDS}
-    shared = {k: v for k, v in (sweep.params or {}).items() if k not in ("grid", "parallelism")}
+    own = ("grid", "parallelism", "ranges", "samples", "seed")
+    shared = {k: v for k, v in (sweep.params or {}).items() if k not in own}
     trials = Workload.objects.bulk_create(
         Workload(
             **values,
@@ -172,7 +189,7 @@ def _trials_create(*, sweep: Workload, grid: dict[str, list[str]]) -> list[Workl
             sweep=sweep,
             trial_index=index,
         )
-        for index, point in enumerate(core.sweep_points(grid))
+        for index, point in enumerate(points)
     )
     WorkloadEvent.objects.bulk_create(
         WorkloadEvent(

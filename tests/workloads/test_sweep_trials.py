@@ -230,3 +230,83 @@ def test_sweep_state_from_trial_states() -> None:
     )
     assert core.sweep_state([core.SUCCEEDED, core.CANCELLED])[0] == core.CANCELLED
     assert core.sweep_state([core.EXPIRED, core.CANCELLED])[0] == core.FAILED
+
+
+# --- random samples of ranges -----------------------------------------------------------------
+
+RANGES = {"lr": [1e-5, 1e-3, "log"], "bs": [16, 64, "int"], "dropout": [0.0, 0.5]}
+
+
+def test_sampled_points_are_reproducible_and_within_their_ranges() -> None:
+    points = core.sample_points(RANGES, 50, seed=7)
+    assert points == core.sample_points(RANGES, 50, seed=7)
+    assert points != core.sample_points(RANGES, 50, seed=8)
+    for p in points:
+        assert 1e-5 <= float(p["lr"]) <= 1e-3
+        assert p["bs"].isdigit() and 16 <= int(p["bs"]) <= 64
+        assert 0.0 <= float(p["dropout"]) <= 0.5
+    # The log scale spreads points over the decades, not into the top one.
+    assert any(float(p["lr"]) < 1e-4 for p in points)
+
+
+def test_a_sampled_sweep_records_its_seed_and_one_trial_per_sample(cast: Cast) -> None:
+    sweep = submit_sweep(cast, grid=None, ranges=RANGES, samples=5)
+    seed = sweep.params["seed"]
+    assert isinstance(seed, int)
+    assert (sweep.replicas, sweep.params["samples"], sweep.params["parallelism"]) == (5, 5, 4)
+    trials = list(sweep.trials.order_by("trial_index"))
+    assert [t.params["point"] for t in trials] == core.sample_points(RANGES, 5, seed)
+    from apps.workloads.services import workload_clone
+
+    copy = workload_clone(actor=cast.owner, workload=sweep)
+    assert [t.params["point"] for t in copy.trials.order_by("trial_index")] == [
+        t.params["point"] for t in trials
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kw", "field", "words"),
+    [
+        ({"ranges": RANGES, "samples": 3}, "grid", "either a grid or ranges"),
+        ({"grid": None, "ranges": RANGES}, "samples", "how many points"),
+        ({"grid": None, "ranges": RANGES, "samples": 257}, "samples", "from 1 to 256"),
+        ({"grid": None, "ranges": {"lr": [0, 1, "log"]}, "samples": 2}, "ranges", "above 0"),
+        ({"grid": None, "ranges": {"lr": [2, 1]}, "samples": 2}, "ranges", "below its high"),
+        ({"grid": None, "ranges": {"lr": [1, 2, "cubic"]}, "samples": 2}, "ranges", "scale"),
+        ({"grid": None, "ranges": {"1lr": [1, 2]}, "samples": 2}, "ranges", "cannot name"),
+        ({"grid": None, "ranges": RANGES, "samples": 2, "seed": -1}, "seed", "0 to"),
+        ({"grid": None, "ranges": RANGES, "samples": 2, "parallelism": 3}, "parallelism", "2"),
+    ],
+)
+def test_bad_ranges_are_refused_with_a_field_message(
+    cast: Cast, kw: dict, field: str, words: str
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        submit_sweep(cast, **kw)
+    assert words in refused.value.message_dict[field][0], refused.value.message_dict
+    assert not Workload.objects.exists()
+
+
+def test_the_api_takes_ranges_samples_and_a_seed(cast: Cast) -> None:
+    api = APIClient()
+    api.force_authenticate(cast.owner)
+    body = {
+        "kind": "sweep",
+        "name": "random",
+        "team": cast.team.slug,
+        "gpu_class": cast.gpu_class.name,
+        "image": cast.image.name,
+        "gpu_milli": 1000,
+        "command": ["python", "train.py"],
+        "ranges": RANGES,
+        "samples": 6,
+        "seed": 42,
+        "parallelism": 2,
+    }
+    created = api.post("/api/v1/workloads/", body, format="json")
+    assert created.status_code == 201, created.json()
+    trials = api.get(f"/api/v1/workloads/{created.json()['id']}/trials/").json()["trials"]
+    assert [t["params"] for t in trials] == core.sample_points(RANGES, 6, 42)
+    refused = api.post("/api/v1/workloads/", {**body, "samples": 0}, format="json")
+    assert refused.status_code == 400
+    assert "samples" in refused.json()["fields"]
