@@ -310,3 +310,30 @@ def test_the_api_takes_ranges_samples_and_a_seed(cast: Cast) -> None:
     refused = api.post("/api/v1/workloads/", {**body, "samples": 0}, format="json")
     assert refused.status_code == 400
     assert "samples" in refused.json()["fields"]
+
+
+def test_the_portal_form_takes_ranges_samples_and_parallelism(cast: Cast) -> None:
+    portal = Client()
+    portal.force_login(cast.owner)
+    fields = {
+        "action": "submit",
+        "name": "random",
+        "team": str(cast.team.pk),
+        "gpu_class": str(cast.gpu_class.pk),
+        "image": str(cast.image.pk),
+        "gpu_milli": "1000",
+        "command": "python train.py",
+        "ranges": "lr=0.00001..0.001 log\nbs=16..64 int",
+        "samples": "3",
+        "seed": "5",
+        "parallelism": "2",
+    }
+    created = portal.post("/workloads/new/sweep/", fields)
+    assert created.status_code == 302, created.context["form"].errors
+    sweep = Workload.objects.get(sweep__isnull=True)
+    assert sweep.params["ranges"] == {"lr": [1e-05, 0.001, "log"], "bs": [16, 64, "int"]}
+    assert (sweep.params["samples"], sweep.params["seed"], sweep.params["parallelism"]) == (3, 5, 2)
+    assert sweep.trials.count() == 3
+    refused = portal.post("/workloads/new/sweep/", {**fields, "ranges": "lr=1..x"})
+    assert refused.status_code == 400
+    assert "ranges" in refused.context["form"].errors
