@@ -452,6 +452,31 @@ def events(workload_id: int, as_json: JsonOpt = False) -> None:
         typer.echo(f"(cluster events: {result['cluster_events_unavailable']})")
 
 
+@app.command()
+@handles_errors
+def trials(workload_id: int, as_json: JsonOpt = False) -> None:
+    """A sweep's trials: parameters, state, exit code, runtime and last metrics line."""
+    with client() as api:
+        result = api.get(f"/api/v1/workloads/{workload_id}/trials/")
+    if as_json:
+        output.emit_json(result)
+        return
+    sweep = result["sweep"]
+    typer.echo(f"{sweep['name']} (#{sweep['id']}): {sweep['state']}. {sweep['last_reason']}")
+    rows = [
+        [
+            t["index"],
+            " ".join(f"{k}={v}" for k, v in t["params"].items()),
+            t["state"],
+            "-" if t["exit_code"] is None else t["exit_code"],
+            "-" if t["runtime_seconds"] is None else f"{t['runtime_seconds']}s",
+            t["last_metrics_line"] or "-",
+        ]
+        for t in result["trials"]
+    ]
+    typer.echo(output.table(["#", "PARAMS", "STATE", "EXIT", "RUNTIME", "METRICS"], rows))
+
+
 # --- act -------------------------------------------------------------------------------------
 
 
