@@ -255,6 +255,11 @@ def workload_transition(
         changes[stamp] = now
     changes.update(extra or {})
     with transaction.atomic():
+        if workload.sweep_id is not None:
+            # A trial locks its sweep before itself, as sweep_state_refresh and the sweep's
+            # cancel do: always in that order, two trials ending together (or a trial ending
+            # while its sweep is cancelled) wait for each other instead of deadlocking.
+            list(Workload.objects.select_for_update().filter(pk=workload.sweep_id).values("pk"))
         claimed = Workload.objects.filter(pk=workload.pk, state=current).update(**changes)
         if claimed != 1:
             return False
