@@ -30,6 +30,18 @@ class WorkloadSerializer(serializers.ModelSerializer):
     estimated_start_at = serializers.DateTimeField(
         read_only=True, allow_null=True, help_text="When the scheduler expects to start it."
     )
+    sweep = serializers.IntegerField(
+        source="sweep_id",
+        read_only=True,
+        allow_null=True,
+        help_text="A trial: the id of its sweep (GET /workloads/<sweep>/trials/ lists them all).",
+    )
+    trial_index = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="A trial: its point of the sweep's grid."
+    )
+    exit_code = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="The program's exit code, once it ended."
+    )
 
     class Meta:
         model = Workload
@@ -57,6 +69,9 @@ class WorkloadSerializer(serializers.ModelSerializer):
             "idle_timeout_seconds",
             "retries",
             "params",
+            "sweep",
+            "trial_index",
+            "exit_code",
             "last_reason",
             "queue_position",
             "estimated_start_at",
@@ -241,8 +256,35 @@ class WorkloadCreateSerializer(serializers.Serializer):
         child=serializers.ListField(child=serializers.CharField(allow_blank=True)),
         required=False,
         allow_null=True,
-        help_text=f"Sweeps: parameter → values; one batch job per point of the grid, at most "
+        help_text=f"Sweeps: parameter → values; one trial per point of the grid, at most "
         f"{rules.MAX_GRID_POINTS} points.",
+    )
+    parallelism = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        error_messages={"invalid": rules.PARALLELISM_INVALID},
+        help_text=f"Sweeps: trials that run at once (default {rules.DEFAULT_PARALLELISM}, at "
+        "most the points of the grid). Each trial is admitted, charged and preempted on its own.",
+    )
+    ranges = serializers.DictField(
+        child=serializers.ListField(child=serializers.JSONField()),
+        required=False,
+        allow_null=True,
+        help_text="Sweeps, instead of a grid: parameter → [low, high] or [low, high, scale] "
+        '(linear, log or int), e.g. {"lr": [1e-5, 1e-3, "log"], "bs": [16, 64, "int"]}.',
+    )
+    samples = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        error_messages={"invalid": rules.SAMPLES_INVALID},
+        help_text=f"Sweeps with ranges: how many points to draw, 1 to {rules.MAX_GRID_POINTS}.",
+    )
+    seed = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        error_messages={"invalid": rules.SEED_INVALID},
+        help_text="Sweeps with ranges: the seed of the draw (recorded; drawn when absent). The "
+        "same seed gives the same trials.",
     )
 
     confirm_preemption = serializers.BooleanField(
@@ -314,6 +356,34 @@ class WorkloadCheckSerializer(serializers.Serializer):
         help_text="Some of would_preempt is yours or a teammate's: submit with "
         "confirm_preemption true."
     )
+
+
+class TrialSerializer(serializers.Serializer):
+    """One trial of a sweep (orchestration.selectors.TrialRow)."""
+
+    id = serializers.IntegerField(help_text="The trial's own workload id (its logs, events).")
+    index = serializers.IntegerField(help_text="Its point of the grid, SWEEP_INDEX.")
+    params = serializers.DictField(child=serializers.CharField(), help_text="SWEEP_<NAME> values.")
+    state = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    runtime_seconds = serializers.IntegerField(allow_null=True)
+    attempts = serializers.IntegerField(
+        help_text="Pods it ran (retries and restarts after preemption)."
+    )
+    last_metrics_line = serializers.CharField(
+        allow_null=True,
+        help_text="The last log line that reads as metrics (JSON or key=value pairs), once ended.",
+    )
+    reason = serializers.CharField()
+
+
+class SweepTrialsSerializer(serializers.Serializer):
+    sweep = WorkloadSerializer(help_text="The sweep itself: its own state and reason.")
+    parallelism = serializers.IntegerField(allow_null=True, help_text="Trials run at once.")
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="Trials per state.")
+    trials = TrialSerializer(many=True)
 
 
 class WorkloadListQuerySerializer(serializers.Serializer):

@@ -29,6 +29,11 @@ urlpatterns = [
         name="workload-detail",
     ),
     path(
+        "workloads/<int:workload_id>/trials/",
+        workloads_api.WorkloadTrialsView.as_view(),
+        name="workload-trials",
+    ),
+    path(
         "workloads/<int:workload_id>/cancel/",
         workloads_api.WorkloadCancelView.as_view(),
         name="workload-cancel",

@@ -5,6 +5,8 @@ and how an archived log is named and introduced. Pure: no ORM, no HTTP.
 
 from __future__ import annotations
 
+import json
+import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -132,3 +134,29 @@ def merge_events(
         ) >= (int(known.get("count") or 1), str(known.get("time") or "")):
             merged[key] = dict(event)
     return sorted(merged.values(), key=lambda e: (str(e.get("time") or ""), _event_key(e)))
+
+
+# A log line's timestamp as the kubelet writes it (RFC 3339, then one space).
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) ")
+_PAIR = re.compile(r"^[A-Za-z_][\w./-]*=\S+$")
+MAX_METRICS_LINE = 500
+
+
+def metrics_line(lines: Sequence[str]) -> str | None:
+    """The last line of a log that reads as metrics: a JSON object, or only ``key=value`` pairs
+    (``loss=0.31 acc=0.92``), timestamp removed and at most 500 characters; None without one."""
+    for raw in reversed(lines):
+        line = _TIMESTAMP.sub("", raw, count=1).strip()
+        if not line:
+            continue
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                if isinstance(json.loads(line), dict):
+                    return line[:MAX_METRICS_LINE]
+            except ValueError:
+                pass
+            continue
+        words = line.replace(",", " ").split()
+        if words and all(_PAIR.match(w) for w in words):
+            return line[:MAX_METRICS_LINE]
+    return None

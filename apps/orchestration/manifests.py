@@ -7,7 +7,6 @@ reconciler can find what it owns and never touches anything else.
 from __future__ import annotations
 
 import base64
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -350,6 +349,8 @@ class WorkloadSpec:
     placement: tuple[ReplicaPlacement, ...] = ()
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
     sweep_grid: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # A trial of a sweep (a one-point grid): its index in the sweep, what SWEEP_INDEX says.
+    sweep_index: int = 0
     notebook_base_url: str = ""
     notebook_host: str = ""
     # The portal's auth endpoint as the ingress controller reaches it, and its sign-in page as
@@ -727,13 +728,8 @@ def training_manifests(spec: WorkloadSpec) -> list[Manifest]:
     return [service, peers, job]
 
 
-def sweep_points(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
-    """The cartesian product of a parameter grid, in a stable order."""
-    keys = sorted(grid)
-    return [
-        dict(zip(keys, (str(v) for v in values), strict=True))
-        for values in itertools.product(*(list(grid[k]) for k in keys))
-    ]
+# The order of a grid's points (trial i runs point i) has one home.
+sweep_points = wl.sweep_points
 
 
 def _env_key(param: str) -> str:
@@ -748,7 +744,11 @@ def sweep_manifests(spec: WorkloadSpec) -> list[Manifest]:
     for index, point in enumerate(sweep_points(spec.sweep_grid)):
         placement = spec.placement[index : index + 1]
         labels = {**spec.labels, LABEL_SWEEP_POINT: str(index)}
-        env = {**spec.env, "SWEEP_INDEX": str(index), **{_env_key(k): v for k, v in point.items()}}
+        env = {
+            **spec.env,
+            "SWEEP_INDEX": str(spec.sweep_index + index),
+            **{_env_key(k): v for k, v in point.items()},
+        }
         point_spec = _with(spec, replicas=1)
         container = _container(point_spec, "main", _job_env(spec, env, index))
         volumes = _team_volume(spec, container)

@@ -183,6 +183,7 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         pod_annotations=annotations,
         sweep_grid=grid,
         **(workload_ingress_settings(workload) if workload.kind == wl.KIND_NOTEBOOK else {}),
+        sweep_index=workload.trial_index or 0,
         home_claim=home_claim_name(workload) if workload.kind == wl.KIND_NOTEBOOK else "",
         home_size=settings.NOTEBOOK_HOME_SIZE,
         grace_seconds=preemption_grace_seconds()[workload.priority_class],
@@ -362,3 +363,56 @@ def workload_cluster_events(*, workload: Workload) -> ClusterEvents:
     if workload.cluster_id is None and not workload.k8s_objects:
         raise reads.LogsUnavailable("The workload has not been placed on a cluster yet.")
     return ClusterEvents(reads.workload_events(workload=workload))
+
+
+# --- a sweep's trials ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One trial of a sweep as the sweep's page and the API show it."""
+
+    id: int
+    index: int
+    params: dict[str, str]
+    state: str
+    exit_code: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    runtime_seconds: int | None
+    attempts: int
+    last_metrics_line: str | None
+    reason: str
+
+
+def sweep_trials(sweep: Workload, *, now: datetime | None = None) -> list[TrialRow]:
+    """Every trial of ``sweep`` in index order, with its last metrics line (the last log line
+    that reads as metrics, from the log archived when the trial ended). Two queries."""
+    now = now or timezone.now()
+    trials = list(sweep.trials.order_by("trial_index", "id"))
+    latest: dict[int, WorkloadLogArchive] = {}
+    for row in WorkloadLogArchive.objects.filter(workload__in=trials).order_by("attempt", "id"):
+        latest[row.workload_id] = row  # the last attempt's log wins
+    out = []
+    for t in trials:
+        log = latest.get(t.pk)
+        runtime = None
+        if t.started_at is not None:
+            runtime = int(((t.finished_at or now) - t.started_at).total_seconds())
+        point = (t.params or {}).get("point")
+        out.append(
+            TrialRow(
+                id=t.pk,
+                index=t.trial_index or 0,
+                params={str(k): str(v) for k, v in (point or {}).items()},
+                state=t.state,
+                exit_code=t.exit_code,
+                started_at=t.started_at,
+                finished_at=t.finished_at,
+                runtime_seconds=max(0, runtime) if runtime is not None else None,
+                attempts=log.attempt if log else (1 if t.started_at else 0),
+                last_metrics_line=archive.metrics_line(log.text.splitlines()) if log else None,
+                reason=t.last_reason,
+            )
+        )
+    return out

@@ -570,9 +570,10 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
         return result
     existing = {(kind, meta.get("namespace") or "", meta["name"]) for _, kind, meta, _ in listed}
 
-    on_cluster = Workload.objects.filter(cluster=cluster)
+    # A sweep has no objects of its own; its trials do.
+    on_cluster = Workload.objects.units().filter(cluster=cluster)
     if enabled_clusters().count() == 1:
-        on_cluster = on_cluster | Workload.objects.filter(cluster__isnull=True)
+        on_cluster = on_cluster | Workload.objects.units().filter(cluster__isnull=True)
     todo: list[tuple[int, str]] = []
     for pk, state, refs in on_cluster.filter(state__in=LIVE_STATES).values_list(
         "pk", "state", "k8s_objects"
@@ -680,9 +681,8 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
     pods = _group_by_workload(kube.list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD))
     jobs = _group_by_workload(kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD))
     single = enabled_clusters().count() == 1
-    candidates = Workload.objects.filter(state__in=(wl.STARTING, wl.RUNNING)).select_related(
-        "team", "owner", "gpu_class", "image"
-    )
+    candidates = Workload.objects.units().filter(state__in=(wl.STARTING, wl.RUNNING))
+    candidates = candidates.select_related("team", "owner", "gpu_class", "image")
     candidates = candidates.filter(cluster=cluster) | (
         candidates.filter(cluster__isnull=True) if single else candidates.none()
     )
@@ -695,6 +695,8 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
                 extra["started_at"] = seen.started_at
             if seen.finished_at:
                 extra["finished_at"] = seen.finished_at
+            if seen.exit_code is not None:
+                extra["exit_code"] = seen.exit_code
             if seen.state == wl.PREEMPTED:
                 extra["preempted_at"] = timezone.now()  # the requeue grace counts from here
             try:

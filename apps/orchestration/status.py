@@ -28,6 +28,20 @@ class Observation:
     reason: str
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    exit_code: int | None = None
+
+
+def _exit_code(pods: Sequence[Mapping[str, Any]]) -> int | None:
+    """The exit code of the latest pod's main container, once it has terminated."""
+    latest = sorted(pods, key=lambda p: str(_meta(p).get("creationTimestamp") or ""))
+    for pod in reversed(latest):
+        for status in _container_statuses(pod):
+            term = (status.get("state") or {}).get("terminated") or (
+                status.get("lastState") or {}
+            ).get("terminated")
+            if term and isinstance(term.get("exitCode"), int):
+                return int(term["exitCode"])
+    return None
 
 
 def _conditions(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -122,14 +136,17 @@ def observe_job_workload(
                     wl.EXPIRED, "max runtime reached (DeadlineExceeded)", None, finished
                 )
             detail = _terminated_reason(pods) or failed.get("message") or failed.get("reason")
-            return Observation(wl.FAILED, f"failed: {detail}", None, finished)
+            return Observation(wl.FAILED, f"failed: {detail}", None, finished, _exit_code(pods))
     complete = [j for j in jobs if _condition(j, "Complete") is not None]
     if jobs and len(complete) == len(jobs) and len(jobs) >= expected_jobs:
         finished = max(
             (t for t in (_as_dt((j.get("status") or {}).get("completionTime")) for j in jobs) if t),
             default=None,
         )
-        return Observation(wl.SUCCEEDED, "completed", _pod_started(pods), finished)
+        code = _exit_code(pods)
+        return Observation(
+            wl.SUCCEEDED, "completed", _pod_started(pods), finished, 0 if code is None else code
+        )
     return _observe_pods(pods)
 
 
@@ -237,7 +254,10 @@ def observe_gang(
             (t for t in (_as_dt((j.get("status") or {}).get("completionTime")) for j in jobs) if t),
             default=None,
         )
-        return Observation(wl.SUCCEEDED, "completed", _pod_started(pods), finished)
+        code = _exit_code(pods)
+        return Observation(
+            wl.SUCCEEDED, "completed", _pod_started(pods), finished, 0 if code is None else code
+        )
     fatal = _fatal_waiting(pods)
     if fatal:
         return Observation(wl.FAILED, fatal)

@@ -38,6 +38,7 @@ from apps.scheduling.data import (
     RunningWorkload,
     Snapshot,
     TypicalRequest,
+    Waiting,
     WaitingWorkload,
     priority_rank,
 )
@@ -51,6 +52,10 @@ BLOCK_QUOTA = "quota"
 BLOCK_USER = "user"
 BLOCK_CAPACITY = "capacity"
 BLOCK_CLASS = "class"
+PARALLELISM_REASON = (
+    "Its sweep runs {running} trials at once (its parallelism cap); this trial starts when "
+    "one of them ends."
+)
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,9 @@ class _Cycle:
         # minimum runtime), indexed the two ways the rules look them up.
         self._preemptible_own: dict[tuple[str, str], dict[int, RunningWorkload]] = defaultdict(dict)
         self._preemptible_borrowed: dict[str, dict[int, RunningWorkload]] = defaultdict(dict)
+        # Trials of each sweep that hold GPUs, and waiting trials held back by the cap.
+        self._sweep_active: dict[int, int] = defaultdict(int)
+        self._capped: list[WaitingWorkload] = []
 
     # --- setup -----------------------------------------------------------------------
     def _typical(self) -> dict[str, tuple[TypicalRequest, ...]]:
@@ -146,8 +154,13 @@ class _Cycle:
         return out
 
     def _charge_running(self) -> None:
+        for p in self.s.preempted:
+            if p.sweep is not None:
+                self._sweep_active[p.sweep] += 1
         for r in sorted(self.s.running, key=lambda r: r.id):
             self.running[r.id] = r
+            if r.sweep is not None:
+                self._sweep_active[r.sweep] += 1
             if r.priority != PRODUCTION and past_minimum_runtime(
                 r, now=self.now, policy=self.policy
             ):
@@ -171,6 +184,10 @@ class _Cycle:
     def run(self) -> CycleResult:
         self._charge_running()
         requeues = self._requeues()
+        for r in requeues:  # back in the queue: its grace is over, it holds no GPU any more
+            sweep = self._preempted_sweep.get(r.workload_id)
+            if sweep is not None:
+                self._sweep_active[sweep] -= 1
         heap: list[tuple[tuple[int, float, float, int], int]] = []
         by_id: dict[int, WaitingWorkload] = {}
         demands: dict[int, Demand] = {}
@@ -193,6 +210,9 @@ class _Cycle:
             if ratio > key[1]:  # the team's share grew since it was queued: re-sort lazily
                 heapq.heappush(heap, ((key[0], ratio, key[2], key[3]), wid))
                 continue
+            if self._at_cap(w):
+                self._capped.append(w)
+                continue
             self._consider(w, demands[wid])
         waiting = estimate.waiting_details(
             now=self.now,
@@ -205,6 +225,7 @@ class _Cycle:
             user_usage=self.user_usage,
             policy=self.policy,
         )
+        waiting.extend(self._capped_waiting(len(waiting)))
         return CycleResult(
             admissions=tuple(self.admissions),
             preemptions=tuple(self.preemptions),
@@ -214,6 +235,29 @@ class _Cycle:
             borrowed_changes=tuple(self._borrowed_changes()),
             rejections=tuple(self.rejections),
         )
+
+    @property
+    def _preempted_sweep(self) -> dict[int, int]:
+        return {p.id: p.sweep for p in self.s.preempted if p.sweep is not None}
+
+    def _at_cap(self, w: WaitingWorkload) -> bool:
+        """A trial whose sweep already holds as many slots as its parallelism allows."""
+        if w.sweep is None:
+            return False
+        cap = self.s.parallelism.get(w.sweep)
+        return cap is not None and self._sweep_active[w.sweep] >= cap
+
+    def _capped_waiting(self, ahead: int) -> list[Waiting]:
+        """Trials held back by their sweep's cap wait behind everything else of the cycle."""
+        return [
+            Waiting(
+                workload_id=w.id,
+                position=ahead + i + 1,
+                reason=PARALLELISM_REASON.format(running=self._sweep_active[w.sweep or 0]),
+                estimated_start=None,
+            )
+            for i, w in enumerate(self._capped)
+        ]
 
     def _ratio(self, team: str, class_name: str) -> float:
         """The team's fair-share ratio in the class, cached until its usage changes."""
@@ -380,6 +424,8 @@ class _Cycle:
                 "borrowed capacity, which teams below their guarantee may reclaim."
             )
         self.admissions.append(Admission(w.id, placement, borrowed, reason))
+        if w.sweep is not None:
+            self._sweep_active[w.sweep] += 1
         self.admitted_running.append(
             RunningWorkload(
                 id=w.id,
@@ -397,6 +443,7 @@ class _Cycle:
                 memory_mib=w.memory_mib,
                 max_runtime_seconds=w.max_runtime_seconds,
                 name=w.name,
+                sweep=w.sweep,
             )
         )
 

@@ -90,6 +90,8 @@ class RunningWorkload:
     requeue_on_preemption: bool = True
     # What one replica is charged (what the cluster grants, ≥ gpu_milli); None: gpu_milli.
     charged_milli: int | None = None
+    # A trial of this sweep (Snapshot.parallelism caps how many of a sweep hold GPUs).
+    sweep: int | None = None
 
     @property
     def total_milli(self) -> int:
@@ -115,6 +117,8 @@ class WaitingWorkload:
     name: str = ""
     # What one replica is charged (what the cluster grants, ≥ gpu_milli); None: gpu_milli.
     charged_milli: int | None = None
+    # A trial of this sweep (Snapshot.parallelism caps how many of a sweep hold GPUs).
+    sweep: int | None = None
 
     @property
     def total_milli(self) -> int:
@@ -128,6 +132,8 @@ class PreemptedWorkload:
     preempted_at: datetime
     requeue: bool
     priority: str = ""  # its class decides its grace period
+    # A trial of this sweep: until its grace is over it still holds a slot of the sweep.
+    sweep: int | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,9 @@ class Snapshot:
     typical: Mapping[str, tuple[TypicalRequest, ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # Per sweep: how many of its trials may hold GPUs at once (running, admitted in this
+    # cycle, or preempted and still in their grace period). A sweep not named: no cap.
+    parallelism: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)

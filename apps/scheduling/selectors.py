@@ -122,6 +122,7 @@ def _running(w: Workload, now: datetime) -> RunningWorkload:
         max_runtime_seconds=w.max_runtime_seconds,
         name=w.name,
         requeue_on_preemption=w.requeue_on_preemption,
+        sweep=w.sweep_id,
     )
 
 
@@ -140,6 +141,7 @@ def _waiting(w: Workload) -> WaitingWorkload:
         memory_mib=w.memory_mib,
         max_runtime_seconds=w.max_runtime_seconds,
         name=w.name,
+        sweep=w.sweep_id,
     )
 
 
@@ -147,7 +149,8 @@ def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str]
     """Decayed average allocation per (team, class) over the recent past."""
     since = now - timedelta(seconds=half_life_seconds * HISTORY_HALF_LIVES)
     rows = (
-        Workload.objects.filter(admitted_at__isnull=False)
+        Workload.objects.units()
+        .filter(admitted_at__isnull=False)
         .filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
         .values_list(
             "team__name",
@@ -177,26 +180,37 @@ def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str]
 
 
 def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
-    """Everything one cycle decides on, read in a handful of queries."""
+    """Everything one cycle decides on, read in a handful of queries.
+
+    Sweeps themselves hold no GPUs: their trials are the units (each with its sweep's id, and
+    the sweep's parallelism cap in ``parallelism``)."""
     related = ("team", "owner", "gpu_class")
+    units = Workload.objects.units()
     running = [
         _running(w, now)
-        for w in Workload.objects.filter(state__in=workload_core.ACTIVE_STATES)
+        for w in units.filter(state__in=workload_core.ACTIVE_STATES)
         .select_related(*related)
         .order_by("id")
     ]
     waiting = [
         _waiting(w)
-        for w in Workload.objects.filter(state__in=workload_core.WAITING_STATES)
+        for w in units.filter(state__in=workload_core.WAITING_STATES)
         .select_related(*related)
         .order_by("id")
     ]
     preempted = [
-        PreemptedWorkload(id=pk, preempted_at=at or now, requeue=requeue, priority=priority)
-        for pk, at, requeue, priority in Workload.objects.filter(state=workload_core.PREEMPTED)
+        PreemptedWorkload(
+            id=pk, preempted_at=at or now, requeue=requeue, priority=priority, sweep=sweep
+        )
+        for pk, at, requeue, priority, sweep in units.filter(state=workload_core.PREEMPTED)
         .order_by("id")
-        .values_list("id", "preempted_at", "requeue_on_preemption", "priority_class")
+        .values_list("id", "preempted_at", "requeue_on_preemption", "priority_class", "sweep_id")
     ]
+    sweeps = {w.sweep for w in waiting if w.sweep is not None}
+    parallelism = {
+        pk: _parallelism(params)
+        for pk, params in Workload.objects.filter(pk__in=sweeps).values_list("id", "params")
+    }
     return Snapshot(
         now=now,
         classes=tuple(class_spec(c) for c in GpuClass.objects.order_by("name")),
@@ -209,4 +223,13 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
         ),
         past_usage_milli=past_usage(now=now, half_life_seconds=half_life_seconds),
         preempted=tuple(preempted),
+        parallelism=parallelism,
     )
+
+
+def _parallelism(params: Any) -> int:
+    """A sweep's recorded cap (the rules fixed it at submit); a malformed one: one at a time."""
+    value = (params or {}).get("parallelism") if isinstance(params, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return 1

@@ -239,7 +239,8 @@ HELD_FIELDS = tuple(f.name for f in Held.__dataclass_fields__.values())
 def _accounted_workloads(window_start: datetime) -> list[Held]:
     """Workloads that held GPUs during the window: running, or stopped since it began."""
     rows = (
-        Workload.objects.filter(started_at__isnull=False)
+        Workload.objects.units()  # a sweep's GPU-hours are its trials'
+        .filter(started_at__isnull=False)
         .filter(
             Q(state__in=(wl.STARTING, wl.RUNNING))
             | Q(finished_at__gt=window_start)

@@ -3,6 +3,12 @@ one home). What a request may be is :mod:`apps.workloads.rules`."""
 
 from __future__ import annotations
 
+import itertools
+import math
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
 KIND_NOTEBOOK = "notebook"
 KIND_TRAINING = "training"
 KIND_SWEEP = "sweep"
@@ -136,3 +142,80 @@ def state_timestamp_field(state: str) -> str | None:
         CANCELLED: "finished_at",
         EXPIRED: "finished_at",
     }.get(state)
+
+
+# --- sweeps: a grid of trials, and the sweep's own state derived from theirs ---------------------
+
+
+def sweep_points(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
+    """The cartesian product of a parameter grid, in a stable order: trial i runs point i."""
+    keys = sorted(grid)
+    return [
+        dict(zip(keys, (str(v) for v in values), strict=True))
+        for values in itertools.product(*(list(grid[k]) for k in keys))
+    ]
+
+
+def sweep_points_of(params: Mapping[str, object]) -> list[dict[str, str]]:
+    """The points of a recorded sweep: its sampled ranges, else its grid."""
+    ranges, samples, seed = params.get("ranges"), params.get("samples"), params.get("seed")
+    if isinstance(ranges, Mapping) and isinstance(samples, int) and isinstance(seed, int):
+        return sample_points(ranges, samples, seed)
+    grid = params.get("grid")
+    return sweep_points(grid) if isinstance(grid, Mapping) else []
+
+
+def sweep_state(trial_states: Iterable[str]) -> tuple[str, str]:
+    """A sweep's state and reason from its trials' states.
+
+    Queued until a trial has been admitted; running while any trial is admitted or runs, or
+    some are done and others wait; when all are done: failed if any failed (how many), else
+    cancelled if any was cancelled, else succeeded.
+    """
+    counts = Counter(trial_states)
+    total = sum(counts.values())
+    done = sum(counts[s] for s in TERMINAL_STATES)
+    if total and done == total:
+        failed = counts[FAILED] + counts[EXPIRED]
+        if failed:
+            return FAILED, f"{failed} of {total} trials failed; {counts[SUCCEEDED]} succeeded."
+        if counts[CANCELLED]:
+            return CANCELLED, f"{counts[CANCELLED]} of {total} trials were cancelled."
+        return SUCCEEDED, f"All {total} trials succeeded."
+    active = sum(counts[s] for s in ACTIVE_STATES)
+    waiting = sum(counts[s] for s in WAITING_STATES) + counts[PREEMPTED]
+    if active or done:
+        return RUNNING, f"{active} of {total} trials running, {done} done, {waiting} waiting."
+    return QUEUED, f"{total} trials waiting for GPUs."
+
+
+# Scales of a sampled range: uniform, uniform in the logarithm, uniform whole numbers.
+SCALE_LINEAR = "linear"
+SCALE_LOG = "log"
+SCALE_INT = "int"
+SCALES = (SCALE_LINEAR, SCALE_LOG, SCALE_INT)
+
+
+def sample_points(
+    ranges: Mapping[str, Sequence[object]], samples: int, seed: int
+) -> list[dict[str, str]]:
+    """``samples`` points drawn from ``ranges`` (name → [low, high] or [low, high, scale]) by a
+    generator seeded with ``seed``: the same request always gives the same trials. Values are
+    text as the trials see them (whole numbers for ``int``, 6 significant digits otherwise)."""
+    rng = random.Random(seed)  # noqa: S311 - reproducible sampling, not secrecy
+    keys = sorted(ranges)
+    points = []
+    for _ in range(samples):
+        point = {}
+        for key in keys:
+            spec = list(ranges[key])
+            low, high = float(spec[0]), float(spec[1])  # type: ignore[arg-type]
+            scale = str(spec[2]) if len(spec) > 2 else SCALE_LINEAR
+            if scale == SCALE_INT:
+                point[key] = str(rng.randint(math.ceil(low), math.floor(high)))
+            elif scale == SCALE_LOG:
+                point[key] = f"{math.exp(rng.uniform(math.log(low), math.log(high))):.6g}"
+            else:
+                point[key] = f"{rng.uniform(low, high):.6g}"
+        points.append(point)
+    return points

@@ -11,6 +11,16 @@ from apps.catalog.models import Cluster, GpuClass, Image
 from apps.workloads import core, rules
 
 
+class WorkloadQuerySet(models.QuerySet["Workload"]):
+    def units(self) -> WorkloadQuerySet:
+        """What holds or waits for GPUs: everything but sweeps themselves (their trials do)."""
+        return self.exclude(kind=core.KIND_SWEEP, sweep__isnull=True)
+
+    def listed(self) -> WorkloadQuerySet:
+        """What lists show: everything but trials (the sweep's page shows them)."""
+        return self.filter(sweep__isnull=True)
+
+
 class Workload(models.Model):
     """What a user asked for, what the scheduler admitted, and what Kubernetes runs."""
 
@@ -111,6 +121,17 @@ class Workload(models.Model):
     estimated_start_at = models.DateTimeField(null=True, blank=True)
     scheduling_advice = models.JSONField(default=list, blank=True)
     preempted_at = models.DateTimeField(null=True, blank=True)
+    # A sweep's trial: its own schedulable unit (admitted, charged, preempted and retried on
+    # its own), one point of the sweep's grid. The sweep itself (kind sweep, no ``sweep``)
+    # holds no GPUs: its state follows its trials' (services.sweep_state_refresh).
+    sweep = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="trials"
+    )
+    trial_index = models.PositiveIntegerField(null=True, blank=True)
+    # The exit code of the program's last run, as the cluster reported it (jobs and trials).
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    objects = WorkloadQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -160,6 +181,11 @@ class Workload(models.Model):
     def requested_milli(self) -> int:
         """What was asked for: ``replicas × gpu_milli``."""
         return self.gpu_milli * self.replicas
+
+    @property
+    def is_sweep(self) -> bool:
+        """A sweep itself (its trials are the units that run)."""
+        return self.kind == core.KIND_SWEEP and self.sweep_id is None
 
     @property
     def is_terminal(self) -> bool:

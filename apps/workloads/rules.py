@@ -24,6 +24,11 @@ The rules, by field:
 - ``env``: at most 64 variables and 32 KiB; names ``[A-Za-z_][A-Za-z0-9_]*`` (ASCII), not
   the GPU runtime's or the platform's (NVIDIA_*, CUDA_VISIBLE_DEVICES, LD_PRELOAD,
   GPUPAAS_*, …), nor SWEEP_* in a sweep.
+- ``ranges`` and ``samples`` (sweeps only, instead of a grid): ``samples`` (1–256) points drawn
+  from ``name: [low, high]`` or ``[low, high, scale]`` (scale linear, log or int; log needs
+  low > 0) by a generator seeded with ``seed`` (0 to 2³²−1; recorded, drawn when absent).
+- ``parallelism`` (sweeps only): trials that run at once, 1 to the number of trials (default
+  4, at most the trials); what runs at once must fit the team's limit and the per-user cap.
 - ``command``/``args``: a notebook takes neither; a training job or sweep needs a command.
 - ``max_runtime_seconds`` 1 minute – 30 days, ``idle_timeout_seconds`` 5 minutes – 7 days,
   ``retries`` 0–10.
@@ -67,6 +72,8 @@ MAX_GPU_MILLI = 64 * MILLI  # per replica
 MAX_NODES = 64  # replicas of a training job
 MAX_GRID_POINTS = 256
 MAX_GRID_VALUE_LENGTH = 256
+# Trials of a sweep that run at once unless the request says otherwise (at most its trials).
+DEFAULT_PARALLELISM = 4
 MAX_ENV_VARS = 64
 MAX_ENV_BYTES = 32 * 1024  # names and values together, UTF-8
 MAX_WORDS = 200  # of a command, of its arguments
@@ -286,6 +293,16 @@ class WorkloadRequest:
     requeue_on_preemption: bool = True
     secrets: Sequence[SecretRef] = ()
     datasets: Sequence[str] = ()  # names of the team's datasets
+    # Sweeps: how many trials run at once (None: DEFAULT_PARALLELISM, at most the trials).
+    parallelism: int | None = None
+    # Sweeps, instead of a grid: ``samples`` points drawn from ``ranges`` with ``seed``.
+    ranges: Mapping[str, Sequence[Any]] | None = None
+    samples: int | None = None
+    seed: int | None = None
+
+    @property
+    def sampled(self) -> bool:
+        return self.ranges is not None or self.samples is not None
 
 
 @dataclass(frozen=True)
@@ -321,6 +338,8 @@ class Charge:
     charged_milli: int
     secrets: tuple[dict[str, Any], ...] = ()
     datasets: tuple[dict[str, Any], ...] = ()
+    # Sweeps: the trials that run at once (each trial is charged on its own while it runs).
+    parallelism: int | None = None
 
     @property
     def total_milli(self) -> int:
@@ -355,7 +374,16 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
             f"A sweep runs one replica per point of its grid ({replicas} here); leave "
             "replicas out.",
         )
-    _put(errors, "grid", grid_problem(kind, request.grid))
+    if kind == core.KIND_SWEEP and request.sampled:
+        if request.grid:
+            _put(errors, "grid", "Give either a grid or ranges to sample, not both.")
+        for key, message in sampling_problems(request).items():
+            _put(errors, key, message)
+    else:
+        _put(errors, "grid", grid_problem(kind, request.grid))
+        if request.sampled:
+            _put(errors, "ranges", "Only sweeps take ranges to sample.")
+    _put(errors, "parallelism", parallelism_problem(kind, request.parallelism, replicas))
     _put(errors, "env", env_problem(kind, request.env, context.reserved_env))
     if "env" not in errors:
         _put(errors, "secrets", secrets_problem(request, context))
@@ -370,13 +398,99 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
     for key, message in catalog_problems(kind, context).items():
         _put(errors, key, message)
     shape_known = not ({"gpu_milli", "replicas"} & errors.keys()) and not (
-        kind == core.KIND_SWEEP and "grid" in errors
+        kind == core.KIND_SWEEP and {"grid", "ranges", "samples", "seed"} & errors.keys()
     )
-    if shape_known and replicas is not None:
+    if shape_known and replicas is not None and "parallelism" not in errors:
         # A request no scheduling cycle could ever admit is refused now, not queued forever.
-        for key, message in capacity_problems(request.gpu_milli, replicas, context).items():
+        # A sweep's trials are units of their own: what must fit is the trials run at once.
+        at_once = parallelism_of(request) or replicas
+        for key, message in capacity_problems(request.gpu_milli, at_once, context).items():
+            if (
+                kind == core.KIND_SWEEP
+                and key == "gpu_milli"
+                and ("limit" in message or "per-user cap" in message)
+            ):
+                key, message = "parallelism", f"{message} ({at_once} trials at once)"
             _put(errors, key, message)
     return errors
+
+
+def parallelism_of(request: WorkloadRequest) -> int | None:
+    """Trials of a sweep that run at once: as asked, else the default, at most its trials."""
+    if request.kind != core.KIND_SWEEP:
+        return None
+    points = replicas_of(request) or 0
+    if request.parallelism is not None:
+        return request.parallelism
+    return max(1, min(DEFAULT_PARALLELISM, points)) if points else DEFAULT_PARALLELISM
+
+
+MAX_SEED = 2**32 - 1
+SAMPLES_INVALID = (
+    f"Give the number of points to sample: a whole number from 1 to {MAX_GRID_POINTS}."
+)
+SEED_INVALID = f"The seed is a whole number from 0 to {MAX_SEED}."
+
+
+def sampling_problems(request: WorkloadRequest) -> dict[str, str]:
+    """Field → message for a sweep's ranges, samples and seed."""
+    errors: dict[str, str] = {}
+    samples, seed, ranges = request.samples, request.seed, request.ranges
+    if samples is None:
+        errors["samples"] = "Say how many points to sample from the ranges."
+    elif not _whole_number(samples) or not 1 <= samples <= MAX_GRID_POINTS:
+        errors["samples"] = SAMPLES_INVALID
+    if seed is not None and (not _whole_number(seed) or not 0 <= seed <= MAX_SEED):
+        errors["seed"] = SEED_INVALID
+    _put(errors, "ranges", ranges_problem(ranges))
+    return errors
+
+
+def ranges_problem(ranges: Any) -> str | None:
+    if not isinstance(ranges, Mapping) or not ranges:
+        return "Give the ranges to sample: parameter → [low, high] or [low, high, scale]."
+    for key, spec in ranges.items():
+        names = grid_problem(core.KIND_SWEEP, {key: ["x"]}) if isinstance(key, str) else None
+        if names or not isinstance(key, str):
+            return names or "Parameter names are text."
+        if isinstance(spec, str) or not isinstance(spec, Sequence) or len(spec) not in (2, 3):
+            return f"Give {key} as [low, high] or [low, high, scale]."
+        low, high = spec[0], spec[1]
+        scale = spec[2] if len(spec) == 3 else core.SCALE_LINEAR
+        numbers = all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in (low, high)
+        )
+        if not numbers:
+            return f"The bounds of {key} must be numbers."
+        if scale not in core.SCALES:
+            return f"The scale of {key} is one of: {', '.join(core.SCALES)}."
+        if not low < high:
+            return f"The low bound of {key} must be below its high bound."
+        if scale == core.SCALE_LOG and low <= 0:
+            return f"A log range needs bounds above 0; {key} starts at {low}."
+        if scale == core.SCALE_INT and math.floor(high) < math.ceil(low):
+            return f"No whole number lies between the bounds of {key}."
+    if len({k.upper() for k in ranges}) != len(ranges):
+        return "Two parameters would have the same SWEEP_<NAME>; name them apart by more than case."
+    return None
+
+
+PARALLELISM_INVALID = "Give the number of trials that may run at once: a whole number, at least 1."
+
+
+def parallelism_problem(kind: str, parallelism: Any, trials: int | None) -> str | None:
+    if parallelism is None:
+        return None
+    if kind != core.KIND_SWEEP:
+        return "Only sweeps take a parallelism cap."
+    if not _whole_number(parallelism) or parallelism < 1:
+        return PARALLELISM_INVALID
+    if trials is not None and parallelism > trials:
+        return (
+            f"The sweep has {trials} trials; at most {trials} can run at once, not {parallelism}."
+        )
+    return None
 
 
 REQUEUE_NOT_BOOLEAN = "Say true (back in the queue after a preemption) or false (end there)."
@@ -392,12 +506,24 @@ def charge_of(
     charged = charged_milli_of(request.gpu_milli, gpu_class)
     resolved = tuple(resolved_secrets(request.secrets, context)) if context else ()
     datasets = tuple(resolved_datasets(request.datasets, context)) if context else ()
-    return Charge(request.gpu_milli, replicas, priority_of(request), charged, resolved, datasets)
+    return Charge(
+        request.gpu_milli,
+        replicas,
+        priority_of(request),
+        charged,
+        resolved,
+        datasets,
+        parallelism=parallelism_of(request),
+    )
 
 
 def replicas_of(request: WorkloadRequest) -> int | None:
     """Replicas as recorded: a sweep's are the points of its grid (None: no grid to count)."""
     if request.kind == core.KIND_SWEEP:
+        if request.sampled:
+            samples = request.samples
+            ok = _whole_number(samples) and 1 <= samples <= MAX_GRID_POINTS  # type: ignore[operator]
+            return samples if ok else None
         points = grid_points(request.grid or {})
         return points or None
     return 1 if request.replicas is None else request.replicas

@@ -68,7 +68,7 @@ class WorkloadFilters:
 
 def workloads_filtered(user: User, filters: WorkloadFilters) -> QuerySet[Workload]:
     """The workloads ``user`` may see that match ``filters``, newest first."""
-    qs = workloads_visible_to(user)
+    qs = workloads_visible_to(user).filter(sweep__isnull=True)  # trials: on the sweep's page
     if filters.states:
         qs = qs.filter(state__in=filters.states)
     if filters.kinds:
@@ -211,7 +211,7 @@ class WorkloadListing:
     def _conditions(self) -> tuple[str, list[Any]] | None:
         """The WHERE clause on ``w`` and its parameters; None when nothing can match."""
         f, user = self.filters, self.user
-        conditions = ["w.deleted_at IS NULL"]
+        conditions = ["w.deleted_at IS NULL", "w.sweep_id IS NULL"]
         params: list[Any] = []
         if not user.is_staff:
             # Literal team ids: with one team, PostgreSQL walks that team's live-workload
@@ -329,7 +329,8 @@ def workload_may_open(user: User, workload: Workload) -> bool:
 def waiting_workloads_for_teams(teams: Iterable[Team]) -> QuerySet[Workload]:
     """The teams' workloads waiting for GPUs, in queue order (unknown positions last)."""
     return (
-        Workload.objects.select_related("owner", "team", "gpu_class")
+        Workload.objects.units()
+        .select_related("owner", "team", "gpu_class")
         .filter(team__in=list(teams), state__in=core.WAITING_STATES | {core.PREEMPTED})
         .order_by(F("queue_position").asc(nulls_last=True), "created_at", "id")
     )
@@ -343,8 +344,10 @@ def team_workloads(
     owner: User | None = None,
     gpu_class: GpuClass | None = None,
 ) -> QuerySet[Workload]:
-    qs = Workload.objects.select_related("owner", "team", "gpu_class", "image").filter(
-        team=team, deleted_at__isnull=True
+    qs = (
+        Workload.objects.listed()
+        .select_related("owner", "team", "gpu_class", "image")
+        .filter(team=team, deleted_at__isnull=True)
     )
     if states is not None:
         qs = qs.filter(state__in=list(states))
@@ -406,9 +409,13 @@ def quota_usage_for_teams(teams: Iterable[Team]) -> list[QuotaUsage]:
         TeamQuota.objects.filter(team_id__in=team_ids).select_related("team", "gpu_class")
     )
     used: dict[tuple[int, int], int] = {}
-    active = Workload.objects.filter(
-        team_id__in=team_ids, state__in=core.ACTIVE_STATES
-    ).values_list("team_id", "gpu_class_id", "charged_milli", "replicas")
+    active = (
+        Workload.objects.units()
+        .filter(  # a sweep is charged through its trials
+            team_id__in=team_ids, state__in=core.ACTIVE_STATES
+        )
+        .values_list("team_id", "gpu_class_id", "charged_milli", "replicas")
+    )
     for team_id, class_id, milli, replicas in active:
         used[(team_id, class_id)] = used.get((team_id, class_id), 0) + milli * replicas
     return [
@@ -506,7 +513,8 @@ def gpu_class_capacity(classes: QuerySet[GpuClass] | None = None) -> list[GpuCla
         .annotate(gpus=Sum("gpu_count"), nodes=Count("id"))
     }
     used = dict(
-        Workload.objects.filter(gpu_class_id__in=ids, state__in=core.ACTIVE_STATES)
+        Workload.objects.units()
+        .filter(gpu_class_id__in=ids, state__in=core.ACTIVE_STATES)
         .values("gpu_class_id")
         .annotate(milli=Sum(F("charged_milli") * F("replicas")))
         .values_list("gpu_class_id", "milli")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from secrets import randbelow
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -54,6 +55,10 @@ def workload_submit(
     params: dict[str, Any] | None = None,
     secrets: list[dict[str, Any]] | None = None,
     datasets: list[Any] | None = None,
+    parallelism: int | None = None,
+    ranges: dict[str, list[Any]] | None = None,
+    samples: int | None = None,
+    seed: int | None = None,
     source_ip: str | None = None,
     before_create: Callable[[rules.WorkloadRequest, rules.Charge], None] | None = None,
 ) -> Workload:
@@ -64,13 +69,24 @@ def workload_submit(
     your notebook: confirm?", asked of layers this app does not know).
 
     A sweep's grid comes as ``grid`` (or, resubmitted, in ``params``); its replicas are the
-    points of the grid. ``secrets`` refers to team or personal secrets by name
+    points of the grid, each recorded as a trial of its own (one Workload row per point, with
+    ``sweep`` set): the scheduler admits, charges and preempts trials, at most
+    ``parallelism`` of a sweep at once. Instead of a grid, a sweep may sample ``samples``
+    points of ``ranges`` with ``seed`` (drawn and recorded when absent, so that the trials
+    and a resubmission are the same). ``secrets`` refers to team or personal secrets by name
     (``{name, env, key}``), ``datasets`` to the team's datasets by name (a recorded
     workload's resolved entries are taken by their names); the workload records both resolved.
     """
     params = dict(params or {})
     if grid is None and kind == core.KIND_SWEEP:
         grid = params.get("grid")
+    if kind == core.KIND_SWEEP:
+        parallelism = params.get("parallelism") if parallelism is None else parallelism
+        if ranges is None and samples is None:
+            ranges, samples = params.get("ranges"), params.get("samples")
+            seed = params.get("seed") if seed is None else seed
+        if (ranges is not None or samples is not None) and seed is None:
+            seed = randbelow(rules.MAX_SEED + 1)
     request = rules.WorkloadRequest(
         kind=kind,
         name=name,
@@ -87,6 +103,10 @@ def workload_submit(
         requeue_on_preemption=requeue_on_preemption,
         secrets=tuple(rules.SecretRef.of(ref) for ref in secrets or ()),
         datasets=dataset_names(datasets),
+        parallelism=parallelism,
+        ranges=ranges,
+        samples=samples,
+        seed=seed,
     )
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
@@ -95,6 +115,10 @@ def workload_submit(
         before_create(request, charge)
     if grid:
         params["grid"] = {k: list(v) for k, v in grid.items()}
+    if charge.parallelism is not None:
+        params["parallelism"] = charge.parallelism
+    if request.sampled:
+        params.update({"ranges": ranges, "samples": samples, "seed": seed})
     with transaction.atomic():
         workload = Workload.objects.create(
             name=name,
@@ -133,6 +157,8 @@ def workload_submit(
             source_ip=source_ip,
             details={"total_milli": workload.total_milli, "gpu_class": gpu_class.name},
         )
+        if workload.kind == core.KIND_SWEEP:
+            _trials_create(sweep=workload, points=core.sweep_points_of(params))
         taskqueue.SCHEDULING_CYCLE.on_commit()  # admit it now if it fits
     return workload
 
@@ -143,6 +169,88 @@ def dataset_names(datasets: Any) -> Any:
     if not isinstance(datasets, list | tuple):
         return datasets if datasets else ()
     return tuple(d.get("name", "") if isinstance(d, dict) else d for d in datasets)
+
+
+TRIAL_FIELDS = (
+    "kind",
+    "owner",
+    "team",
+    "gpu_class",
+    "image",
+    "gpu_milli",
+    "charged_milli",
+    "priority_class",
+    "command",
+    "args",
+    "env",
+    "secrets",
+    "datasets",
+    "cpu_milli",
+    "memory_mib",
+    "max_runtime_seconds",
+    "idle_timeout_seconds",
+    "retries",
+    "requeue_on_preemption",
+    "created_at",
+)
+
+
+def _trials_create(*, sweep: Workload, points: list[dict[str, str]]) -> list[Workload]:
+    """One trial per point (core.sweep_points_of: the grid's or the samples', in order)."""
+    values = {f: getattr(sweep, f) for f in TRIAL_FIELDS}
+    own = ("grid", "parallelism", "ranges", "samples", "seed")
+    shared = {k: v for k, v in (sweep.params or {}).items() if k not in own}
+    trials = Workload.objects.bulk_create(
+        Workload(
+            **values,
+            name=f"{sweep.name[: rules.MAX_NAME_LENGTH - 8]} #{index}",
+            replicas=1,
+            params={**shared, "grid": {k: [v] for k, v in point.items()}, "point": point},
+            state=core.PENDING,
+            sweep=sweep,
+            trial_index=index,
+        )
+        for index, point in enumerate(points)
+    )
+    WorkloadEvent.objects.bulk_create(
+        WorkloadEvent(
+            workload=t, from_state="", to_state=core.PENDING, reason="Submitted with its sweep."
+        )
+        for t in trials
+    )
+    return trials
+
+
+def sweep_state_refresh(*, sweep_id: int) -> str | None:
+    """Derive a sweep's own state from its trials' and record it when it changes.
+
+    Running while any trial has started and others are not done; succeeded when every trial
+    succeeded; failed when all are done and any failed (saying how many); cancelled when
+    cancelled. The sweep holds no GPUs, so this is no lifecycle of its own: the state is
+    written directly (after locking the row, so that two trials ending together cannot both
+    write a stale count), not through ``workload_transition``'s table."""
+    with transaction.atomic():
+        sweep = Workload.objects.select_for_update().filter(pk=sweep_id).first()
+        if sweep is None or sweep.is_terminal:
+            return None
+        states = list(sweep.trials.values_list("state", flat=True))
+        target, reason = core.sweep_state(states)
+        if target == sweep.state and reason == sweep.last_reason:
+            return None
+        now = timezone.now()
+        changes: dict[str, Any] = {"state": target, "last_reason": reason[:500], "updated_at": now}
+        if target == core.RUNNING and sweep.started_at is None:
+            changes["started_at"] = now
+        if target == core.QUEUED and sweep.queued_at is None:
+            changes["queued_at"] = now
+        if target in core.TERMINAL_STATES:
+            changes["finished_at"] = now
+        Workload.objects.filter(pk=sweep.pk).update(**changes)
+        if target != sweep.state:
+            WorkloadEvent.objects.create(
+                workload=sweep, from_state=sweep.state, to_state=target, reason=reason[:500]
+            )
+    return target
 
 
 def workload_transition(
@@ -168,12 +276,19 @@ def workload_transition(
         changes[stamp] = now
     changes.update(extra or {})
     with transaction.atomic():
+        if workload.sweep_id is not None:
+            # A trial locks its sweep before itself, as sweep_state_refresh and the sweep's
+            # cancel do: always in that order, two trials ending together (or a trial ending
+            # while its sweep is cancelled) wait for each other instead of deadlocking.
+            list(Workload.objects.select_for_update().filter(pk=workload.sweep_id).values("pk"))
         claimed = Workload.objects.filter(pk=workload.pk, state=current).update(**changes)
         if claimed != 1:
             return False
         WorkloadEvent.objects.create(
             workload=workload, from_state=current, to_state=to_state, reason=reason, actor=actor
         )
+        if workload.sweep_id is not None:
+            sweep_state_refresh(sweep_id=workload.sweep_id)
     for field, value in changes.items():
         setattr(workload, field, value)
     return True
@@ -185,6 +300,9 @@ def workload_cancel(
     """Cancel a workload that has not finished. Owners, team leads and admins may."""
     if not workload_may_manage(actor, workload):
         raise PermissionDenied("Only the owner, a team lead or an admin may cancel this workload.")
+    if workload.is_sweep:
+        # Its state follows its trials' and may have moved since the row was read.
+        workload.refresh_from_db(fields=["state", "last_reason"])
     if workload.is_terminal:
         raise ValidationError(f"The workload has already {workload.state}; nothing to cancel.")
     text = reason or f"Cancelled by {actor.get_username()}."
@@ -196,6 +314,12 @@ def workload_cancel(
             raise ValidationError(f"The workload changed to {workload.state} meanwhile; try again.")
         audit_record(actor=actor, action="workload.cancel", obj=workload, source_ip=source_ip)
         taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)
+        if workload.is_sweep:
+            for trial in workload.trials.exclude(state__in=core.TERMINAL_STATES):
+                if workload_transition(
+                    workload=trial, to_state=core.CANCELLED, reason=text, actor=actor
+                ):
+                    taskqueue.WORKLOAD_RECONCILE.on_commit(trial.pk)
         taskqueue.SCHEDULING_CYCLE.on_commit()  # its GPUs may start someone else
     return workload
 

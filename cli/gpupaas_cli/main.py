@@ -351,7 +351,10 @@ def submit_job(
 def submit_sweep(
     command: CommandArg = None,
     grid: Annotated[
-        list[str] | None, typer.Option(help="PARAM=v1,v2 (repeat); one job per point.")
+        list[str] | None, typer.Option(help="PARAM=v1,v2 (repeat); one trial per point.")
+    ] = None,
+    parallelism: Annotated[
+        int | None, typer.Option(help="Trials that run at once (default 4).")
     ] = None,
     name: NameOpt = None,
     gpu: GpuOpt = None,
@@ -379,6 +382,7 @@ def submit_sweep(
         confirm=confirm,
         command=command,
         grid=grid,
+        parallelism=parallelism,
         name=name,
         gpu=gpu,
         gpu_class=gpu_class,
@@ -528,6 +532,31 @@ def events(workload_id: int, as_json: JsonOpt = False) -> None:
         )
     elif result["cluster_events_unavailable"]:
         typer.echo(f"(cluster events: {result['cluster_events_unavailable']})")
+
+
+@app.command()
+@handles_errors
+def trials(workload_id: int, as_json: JsonOpt = False) -> None:
+    """A sweep's trials: parameters, state, exit code, runtime and last metrics line."""
+    with client() as api:
+        result = api.get(f"/api/v1/workloads/{workload_id}/trials/")
+    if as_json:
+        output.emit_json(result)
+        return
+    sweep = result["sweep"]
+    typer.echo(f"{sweep['name']} (#{sweep['id']}): {sweep['state']}. {sweep['last_reason']}")
+    rows = [
+        [
+            t["index"],
+            " ".join(f"{k}={v}" for k, v in t["params"].items()),
+            t["state"],
+            "-" if t["exit_code"] is None else t["exit_code"],
+            "-" if t["runtime_seconds"] is None else f"{t['runtime_seconds']}s",
+            t["last_metrics_line"] or "-",
+        ]
+        for t in result["trials"]
+    ]
+    typer.echo(output.table(["#", "PARAMS", "STATE", "EXIT", "RUNTIME", "METRICS"], rows))
 
 
 # --- act -------------------------------------------------------------------------------------

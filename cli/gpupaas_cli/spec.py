@@ -17,7 +17,12 @@ A spec file looks like::
       - {name: wandb}       # every key of the secret becomes a variable
     datasets: [imagenet]    # the team's datasets, mounted read-only at /datasets/<name>
     max_runtime_seconds: 86400
-    grid: {lr: [0.1, 0.01]} # sweeps only
+    grid: {lr: [0.1, 0.01]} # sweeps only: one trial per point
+    parallelism: 4          # sweeps only: trials at once
+    # instead of a grid: samples drawn from ranges ([low, high, linear|log|int]), seeded
+    # ranges: {lr: [1.0e-5, 1.0e-3, log], bs: [16, 64, int]}
+    # samples: 20
+    # seed: 7
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ FIELDS = {
     "retries",
     "requeue",
     "grid",
+    "parallelism",
+    "ranges",
+    "samples",
+    "seed",
 }
 
 

@@ -72,7 +72,8 @@ def test_submit_each_kind_records_a_pending_workload(
     assert workload.owner == cast.owner
     assert workload.total_milli == body["total_milli"]
     if kind == "sweep":
-        assert workload.params == {"grid": {"lr": ["0.1", "0.01"], "bs": ["32"]}}
+        assert workload.params == {"grid": {"lr": ["0.1", "0.01"], "bs": ["32"]}, "parallelism": 2}
+        assert workload.trials.count() == 2
 
 
 def test_submit_needs_team_when_user_is_in_several(cast: Cast, api: Client) -> None:

@@ -138,9 +138,33 @@ def test_submit_sweep_from_a_yaml_spec_with_a_flag_overriding_it(
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
     assert body["kind"] == "sweep"
-    assert body["params"] == {"grid": {"lr": ["0.1", "0.01"], "bs": ["32"]}}
+    assert body["params"] == {"grid": {"lr": ["0.1", "0.01"], "bs": ["32"]}, "parallelism": 2}
     renamed = cli_for(cast.owner)("submit", "sweep", "-f", str(spec), "--name", "other", "--json")
     assert json.loads(renamed.stdout)["name"] == "other"
+
+
+def test_a_sampled_sweep_from_a_spec_and_its_trials(
+    cast: Cast, cli_for: CliFor, tmp_path: Path
+) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        f"kind: sweep\nname: random\ngpu_class: {cast.gpu_class.name}\n"
+        f"image: {cast.image.name}\ngpu: 1\ncommand: [python, train.py]\n"
+        "ranges:\n  lr: [1.0e-5, 1.0e-3, log]\n  bs: [16, 64, int]\nsamples: 3\nseed: 7\n"
+    )
+    result = cli_for(cast.owner)("submit", "sweep", "-f", str(spec), "--parallelism", "2", "--json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert (body["replicas"], body["params"]["seed"], body["params"]["parallelism"]) == (3, 7, 2)
+    shown = cli_for(cast.owner)("trials", str(body["id"]))
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("random (#") and ": pending" in lines[0]
+    assert len(lines) == 2 + 3 and all("pending" in line for line in lines[2:])
+    as_json = json.loads(cli_for(cast.owner)("trials", str(body["id"]), "--json").stdout)
+    assert [t["params"] for t in as_json["trials"]] == core.sample_points(
+        {"lr": [1e-5, 1e-3, "log"], "bs": [16, 64, "int"]}, 3, 7
+    )
 
 
 def test_submit_notebook(cast: Cast, cli_for: CliFor) -> None:

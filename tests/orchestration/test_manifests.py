@@ -611,3 +611,20 @@ def test_each_point_of_a_sweep_has_its_own_checkpoint_directory() -> None:
     assert dirs == ["/team/checkpoints/wl-42/point-0", "/team/checkpoints/wl-42/point-1"]
     # The grace period of the batch class, as the scheduler waits for it.
     assert {j["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] for j in jobs} == {30}
+
+
+def test_a_trial_of_a_sweep_is_one_job_that_knows_its_index() -> None:
+    (job,) = m.sweep_manifests(
+        spec(
+            kind="sweep",
+            priority_class="batch",
+            sweep_grid={"lr": ["0.01"], "bs": ["64"]},
+            sweep_index=7,
+            placement=(),
+        )
+    )
+    env = {
+        e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert (env["SWEEP_INDEX"], env["SWEEP_LR"], env["SWEEP_BS"]) == ("7", "0.01", "64")
+    assert job["metadata"]["labels"]["gpupaas.io/sweep-point"] == "0"

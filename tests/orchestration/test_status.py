@@ -254,3 +254,18 @@ def test_a_gang_whose_first_replicas_finished_is_still_running_then_succeeds() -
     )
     done = st.observe_gang(jobs=[gang_job("Complete")], pods=[finished], replicas=2)
     assert done.state == wl.SUCCEEDED
+
+
+def test_the_exit_code_of_a_finished_job_is_observed() -> None:
+    crashed = pod(
+        "Failed",
+        containerStatuses=[
+            {"name": "main", "state": {"terminated": {"exitCode": 3, "reason": "Error"}}}
+        ],
+    )
+    seen = st.observe_job_workload(
+        jobs=[job("Failed", "BackoffLimitExceeded")], pods=[crashed], expected_jobs=1
+    )
+    assert seen.exit_code == 3
+    done = st.observe_job_workload(jobs=[job("Complete")], pods=[], expected_jobs=1)
+    assert (done.state, done.exit_code) == (wl.SUCCEEDED, 0)

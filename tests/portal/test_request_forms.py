@@ -146,7 +146,11 @@ def test_sweep_runs_one_replica_per_point_of_the_grid(portal: Portal) -> None:
     assert response.status_code == 302
     workload = Workload.objects.get(name="lr-sweep")
     assert workload.replicas == 4
-    assert workload.params == {"grid": {"lr": ["0.1", "0.01"], "batch": ["32", "64"]}}
+    assert workload.params == {
+        "grid": {"lr": ["0.1", "0.01"], "batch": ["32", "64"]},
+        "parallelism": 4,
+    }
+    assert workload.trials.count() == 4
 
 
 def test_errors_are_shown_inline_and_nothing_typed_is_lost(portal: Portal) -> None:

@@ -53,6 +53,7 @@ class Row:
     runtime: int | None = None  # seconds; the form asks in hours
     idle: int | None = None  # seconds; the form asks in minutes
     retries: int | None = None
+    parallelism: int | None = None  # sweeps: trials at once; None: left out
     name: str = "matrix"
 
 
@@ -115,14 +116,17 @@ ROWS: list[Row] = [
     sweep("sweep-hami-fraction-per-point", "hami", 500, grid={"lr": values(2)}),
     sweep("sweep-mig-fraction-per-point", "mig", 125, grid={"lr": values(3)}),
     sweep("sweep-64-points", "hami", 10, grid={"a": values(8), "b": values(8)}),
-    # Each point of a time-sliced sweep is charged a whole slice: 256 quarters exceed the limit.
+    # Each trial of a time-sliced sweep is charged a whole slice: 256 quarters at once exceed
+    # the limit, while the default 4 at once fit.
     sweep(
-        "sweep-256-slices-over-the-limit",
+        "sweep-256-slices-at-once-over-the-limit",
         "timeslice",
         10,
-        "gpu_milli",
+        "parallelism",
         grid={"a": values(16), "b": values(16)},
+        parallelism=256,
     ),
+    sweep("sweep-256-slices-4-at-once", "timeslice", 10, grid={"a": values(16), "b": values(16)}),
     nb("notebook-lead-production", "mig", 500, user="lead", priority="production"),
     # --- the amount, per sharing mode -------------------------------------------------------------
     nb("notebook-fraction-of-whole-class", "whole", 500, "gpu_milli"),
@@ -142,7 +146,18 @@ ROWS: list[Row] = [
     job("training-more-gpus-than-any-node", "whole", 16000, "gpu_milli"),
     job("training-above-team-limit", "whole", 4000, "gpu_milli", replicas=4),
     job("training-above-per-user-cap", "hami", 2000, "gpu_milli"),
-    sweep("sweep-above-team-limit", "whole", 1000, "gpu_milli", grid={"a": values(9)}),
+    # A sweep's trials are units of their own: what runs at once must fit the limit.
+    sweep(
+        "sweep-above-team-limit-at-once",
+        "whole",
+        1000,
+        "parallelism",
+        grid={"a": values(9)},
+        parallelism=9,
+    ),
+    sweep("sweep-9-trials-4-at-once-within-limit", "whole", 1000, grid={"a": values(9)}),
+    sweep("sweep-parallelism-above-its-trials", "whole", 1000, "parallelism", parallelism=3),
+    sweep("sweep-parallelism-zero", "whole", 1000, "parallelism", parallelism=0),
     job("training-65-nodes", "whole", 1000, "replicas", replicas=65),
     # --- the catalogue and the quota --------------------------------------------------------------
     job("training-class-without-quota", "no-quota", 1000, "gpu_class"),
@@ -297,6 +312,7 @@ def api_body(row: Row, world: World) -> dict[str, Any]:
         "idle_timeout_seconds": row.idle,
         "retries": row.retries,
         "grid": row.grid if row.kind == "sweep" else None,
+        "parallelism": row.parallelism,
     }
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
@@ -325,6 +341,7 @@ def form_data(row: Row, world: World) -> dict[str, str]:
         data["retries"] = "" if row.retries is None else str(row.retries)
     if row.kind == "sweep":
         data["grid"] = "\n".join(f"{k}={','.join(v)}" for k, v in row.grid.items())
+        data["parallelism"] = "" if row.parallelism is None else str(row.parallelism)
     return data
 
 

@@ -242,4 +242,6 @@ def test_clone_of_a_sweep_charges_every_point_of_its_grid(cast: Cast) -> None:
     )
     copy = workload_clone(actor=cast.owner, workload=old)
     assert (copy.replicas, copy.total_milli) == (4, 4000)
-    assert copy.params == old.params
+    # Its trials run four at once by default (the rules record the cap), each its own unit.
+    assert copy.params == {**old.params, "parallelism": 4}
+    assert copy.trials.count() == 4

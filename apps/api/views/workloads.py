@@ -35,6 +35,7 @@ from apps.api.serializers import (
     CancelSerializer,
     CloneSerializer,
     ClusterEventSerializer,
+    SweepTrialsSerializer,
     WorkloadCheckSerializer,
     WorkloadCreateSerializer,
     WorkloadEventSerializer,
@@ -51,6 +52,7 @@ from apps.orchestration.reads import LogsUnavailable, workload_logs
 from apps.orchestration.selectors import (
     archived_log,
     archived_log_lines,
+    sweep_trials,
     workload_cluster_events,
     workload_log_download,
 )
@@ -103,6 +105,9 @@ WORKLOAD_EXAMPLE = {
     "idle_timeout_seconds": None,
     "retries": 1,
     "params": {},
+    "sweep": None,
+    "trial_index": None,
+    "exit_code": None,
     "last_reason": "no H100-80GB free; 3 ahead of you",
     "queue_position": 4,
     "estimated_start_at": "2025-01-01T12:30:00Z",
@@ -131,6 +136,56 @@ NOTEBOOK_SUSPENDED = {
     "last_reason": "Suspended by alice; your files are kept.",
     "queue_position": None,
     "estimated_start_at": None,
+}
+
+
+TRIALS_EXAMPLE = {
+    "sweep": {
+        **WORKLOAD_EXAMPLE,
+        "id": 50,
+        "name": "lr-sweep",
+        "kind": "sweep",
+        "state": "running",
+        "gpu_milli": 250,
+        "charged_milli": 250,
+        "replicas": 2,
+        "total_milli": 500,
+        "priority_class": "batch",
+        "params": {"grid": {"lr": ["0.1", "0.01"]}, "parallelism": 1},
+        "last_reason": "1 of 2 trials running, 1 done, 0 waiting.",
+        "queue_position": None,
+        "estimated_start_at": None,
+    },
+    "parallelism": 1,
+    "counts": {"succeeded": 1, "running": 1},
+    "trials": [
+        {
+            "id": 51,
+            "index": 0,
+            "params": {"lr": "0.1"},
+            "state": "succeeded",
+            "exit_code": 0,
+            "started_at": "2025-01-01T12:00:05Z",
+            "finished_at": "2025-01-01T12:20:05Z",
+            "runtime_seconds": 1200,
+            "attempts": 1,
+            "last_metrics_line": '{"epoch": 10, "loss": 0.31, "acc": 0.92}',
+            "reason": "completed",
+        },
+        {
+            "id": 52,
+            "index": 1,
+            "params": {"lr": "0.01"},
+            "state": "running",
+            "exit_code": None,
+            "started_at": "2025-01-01T12:20:10Z",
+            "finished_at": None,
+            "runtime_seconds": 300,
+            "attempts": 1,
+            "last_metrics_line": None,
+            "reason": "running",
+        },
+    ],
 }
 
 
@@ -575,6 +630,36 @@ class WorkloadDetailView(APIView):
         workload = _visible(request, workload_id)
         workload_delete(actor=_actor(request), workload=workload, source_ip=client_ip(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WorkloadTrialsView(APIView):
+    @extend_schema(
+        operation_id="workloads_trials",
+        summary="A sweep's trials",
+        description=(
+            "Every trial of a sweep in grid order: its parameters, state, exit code, runtime, "
+            "attempts and the last metrics line it printed (JSON or key=value pairs; read from "
+            "the log archived when the trial ended), with the sweep's own state. Each trial is "
+            "a workload of its own (its logs and events are under its id)."
+        ),
+        responses={200: SweepTrialsSerializer, **error_responses(404)},
+        examples=[OpenApiExample("a sweep half done", value=TRIALS_EXAMPLE, response_only=True)],
+    )
+    def get(self, request: Request, workload_id: int) -> Response:
+        sweep = _visible(request, workload_id)
+        if not sweep.is_sweep:
+            raise exceptions.NotFound("Only a sweep has trials.")
+        trials = sweep_trials(sweep)
+        counts: dict[str, int] = {}
+        for t in trials:
+            counts[t.state] = counts.get(t.state, 0) + 1
+        body = {
+            "sweep": WorkloadSerializer(sweep).data,
+            "parallelism": (sweep.params or {}).get("parallelism"),
+            "counts": counts,
+            "trials": [vars(t) for t in trials],
+        }
+        return Response(SweepTrialsSerializer(body).data)
 
 
 _ACTION_ERRORS = error_responses(403, 404, 409)

@@ -84,6 +84,39 @@ def parse_secret_refs(text: str) -> list[dict[str, str]]:
     return refs
 
 
+def _number(text: str) -> int | float:
+    value = float(text)
+    return (
+        int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+    )
+
+
+def parse_ranges(text: str) -> dict[str, list[Any]]:
+    """``name=low..high [scale]`` lines as ranges to sample. Which names, bounds and scales are
+    allowed is the request rules' to say."""
+    ranges: dict[str, list[Any]] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, rest = line.partition("=")
+        name = name.strip()
+        bounds, *scale = rest.split()
+        low, dots, high = bounds.partition("..")
+        try:
+            spec: list[Any] = [_number(low), _number(high), *scale[:1]]
+        except ValueError:
+            spec = []
+        if not sep or not name or not dots or not spec or len(scale) > 1:
+            raise forms.ValidationError(
+                f"Line {number}: write name=low..high, then log or int if so (got “{line[:40]}”)."
+            )
+        if name in ranges:
+            raise forms.ValidationError(f"Line {number}: {name} is listed twice.")
+        ranges[name] = spec
+    return ranges
+
+
 def parse_grid(text: str) -> dict[str, list[str]]:
     """``name=v1,v2,v3`` lines as a parameter grid. Which names and how many points are allowed
     is the request rules' to say."""
@@ -311,6 +344,12 @@ class WorkloadRequestForm(forms.Form):
     def grid_value(self) -> dict[str, list[str]] | None:
         return None
 
+    def parallelism_value(self) -> int | None:
+        return None
+
+    def sampling_values(self) -> dict[str, Any]:
+        return {}
+
     def submit_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``workload_submit`` (after ``is_valid()``)."""
         data = self.cleaned_data
@@ -336,6 +375,8 @@ class WorkloadRequestForm(forms.Form):
             "retries": 0 if retries is None else retries,
             "requeue_on_preemption": data.get("requeue_on_preemption") is not False,
             "grid": self.grid_value(),
+            "parallelism": self.parallelism_value(),
+            **self.sampling_values(),
         }
 
     def request(self) -> rules.WorkloadRequest:
@@ -472,11 +513,35 @@ class SweepRequestForm(WorkloadRequestForm, _BatchFields):
 
     grid = forms.CharField(
         label="Parameter grid",
-        error_messages={"required": rules.GRID_MISSING},
+        required=False,  # or ranges to sample; the rules say when neither is given
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "mono"}),
         help_text="One name=value1,value2,… per line, at most "
         f"{rules.MAX_GRID_POINTS} points. Each point of the grid runs as its own job and sees "
         "its values as SWEEP_<NAME> environment variables.",
+    )
+    parallelism = forms.IntegerField(
+        label="Trials at once",
+        required=False,
+        error_messages={"invalid": rules.PARALLELISM_INVALID},
+        help_text=f"How many trials may run at the same time (default {rules.DEFAULT_PARALLELISM}, "
+        "at most the number of points). Each trial is admitted, charged and preempted on its own.",
+    )
+    ranges = forms.CharField(
+        label="Or ranges to sample",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false", "class": "mono"}),
+        help_text="Instead of a grid: one name=low..high per line, then log or int if so, e.g. "
+        "lr=0.00001..0.001 log. Points are drawn at random, reproducibly from the seed.",
+    )
+    samples = forms.IntegerField(
+        label="Points to sample",
+        required=False,
+        error_messages={"invalid": rules.SAMPLES_INVALID},
+    )
+    seed = forms.IntegerField(
+        required=False,
+        error_messages={"invalid": rules.SEED_INVALID},
+        help_text="Empty: drawn for you and recorded.",
     )
 
     field_order = [
@@ -485,6 +550,10 @@ class SweepRequestForm(WorkloadRequestForm, _BatchFields):
         "gpu_class",
         "gpu_milli",
         "grid",
+        "ranges",
+        "samples",
+        "seed",
+        "parallelism",
         "priority_class",
         "image",
         "command",
@@ -502,6 +571,19 @@ class SweepRequestForm(WorkloadRequestForm, _BatchFields):
 
     def grid_value(self) -> dict[str, list[str]] | None:
         return self.cleaned_data.get("grid")
+
+    def parallelism_value(self) -> int | None:
+        return self.cleaned_data.get("parallelism")
+
+    def clean_ranges(self) -> dict[str, list[Any]]:
+        return parse_ranges(self.cleaned_data.get("ranges") or "")
+
+    def sampling_values(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        ranges, samples = data.get("ranges") or None, data.get("samples")
+        if ranges is None and samples is None:
+            return {}
+        return {"ranges": ranges, "samples": samples, "seed": data.get("seed")}
 
     def error_field(self, field: str) -> str | None:
         if field == "replicas":
@@ -549,6 +631,19 @@ def clone_initial(workload: Workload) -> dict[str, Any]:
         "retries": workload.retries,
         "grid": "\n".join(f"{k}={','.join(map(str, v))}" for k, v in grid.items()),
     }
+    params = workload.params or {}
+    if workload.kind == core.KIND_SWEEP:
+        ranges = params.get("ranges") or {}
+        values["parallelism"] = params.get("parallelism")
+        values["samples"] = params.get("samples")
+        values["seed"] = params.get("seed")
+        values["ranges"] = "\n".join(
+            f"{k}={v[0]}..{v[1]}" + (f" {v[2]}" if len(v) > 2 and v[2] != "linear" else "")
+            for k, v in ranges.items()
+            if isinstance(v, list | tuple) and len(v) >= 2
+        )
+        if ranges:
+            values["grid"] = ""
     return {k: v for k, v in values.items() if v is not None}
 
 

@@ -41,6 +41,7 @@ from apps.orchestration.selectors import (
     archived_log_lines,
     gpu_class_spec,
     log_choices,
+    sweep_trials,
     workload_cluster_events,
     workload_log_download,
 )
@@ -122,7 +123,9 @@ def _labelled(workloads: Iterable[Workload]) -> list[Workload]:
 def _dashboard_workloads(user: User) -> dict[str, Any]:
     teams = list(teams_of(user))
     return {
-        "workloads": _labelled(workloads_visible_to(user).filter(owner=user)[:50]),
+        "workloads": _labelled(
+            workloads_visible_to(user).filter(owner=user, sweep__isnull=True)[:50]
+        ),
         "waiting": _labelled(waiting_workloads_for_teams(teams)[:50]),
     }
 
@@ -435,6 +438,9 @@ def _status_context(request: HttpRequest, workload: Workload) -> dict[str, Any]:
 def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
     workload = _workload(request, workload_id)
     context = _status_context(request, workload)
+    if workload.is_sweep:
+        context["trials"] = sweep_trials(workload)
+        context["parallelism"] = (workload.params or {}).get("parallelism")
     return render(request, "workloads/detail.html", context)
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workloads', '0008_workload_secrets'),
+        ('workloads', '0010_legacy_sweeps_as_trials'),
     ]
 
     operations = [
