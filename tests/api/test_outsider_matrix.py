@@ -33,6 +33,7 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("post", "/api/v1/workloads/{workload}/clone/", {}),
     ("get", "/api/v1/workloads/{workload}/logs/", None),
     ("get", "/api/v1/workloads/{workload}/events/", None),
+    ("get", "/api/v1/workloads/{sweep}/trials/", None),
     ("get", "/api/v1/teams/{team}/", None),
     ("get", "/api/v1/teams/{team}/members/", None),
     ("post", "/api/v1/teams/{team}/members/", {"username": "outsider", "role": "lead"}),
@@ -83,6 +84,13 @@ def ids(cast: Cast) -> dict[str, Any]:
         ).pk,
         "suspended": WorkloadFactory(
             **common, image=cast.image, kind=core.KIND_NOTEBOOK, state=core.SUSPENDED
+        ).pk,
+        "sweep": WorkloadFactory(
+            **common,
+            image=cast.image,
+            kind=core.KIND_SWEEP,
+            state=core.QUEUED,
+            params={"grid": {"lr": ["0.1"]}},
         ).pk,
         "team": cast.team.slug,
         "token": token.pk,
@@ -171,6 +179,7 @@ def test_matrix_covers_every_api_route() -> None:
         .replace("{workload}", "{w}")
         .replace("{notebook}", "{w}")
         .replace("{suspended}", "{w}")
+        .replace("{sweep}", "{w}")
         .replace("{team}", "{t}")
         for _, t, _ in OBJECT_ENDPOINTS
     } | set(ALL_PATHS)
