@@ -404,7 +404,9 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
         # A request no scheduling cycle could ever admit is refused now, not queued forever.
         # A sweep's trials are units of their own: what must fit is the trials run at once.
         at_once = parallelism_of(request) or replicas
-        for key, message in capacity_problems(request.gpu_milli, at_once, context).items():
+        gang = kind == core.KIND_TRAINING and replicas > 1
+        problems = capacity_problems(request.gpu_milli, at_once, context, gang=gang)
+        for key, message in problems.items():
             if (
                 kind == core.KIND_SWEEP
                 and key == "gpu_milli"
@@ -775,10 +777,13 @@ def sharing_problem(gpu_class: GpuClassFacts, gpu_milli: int, hint: str = "") ->
     return f"Unknown sharing mode {mode!r} of {gpu_class.name}."
 
 
-def capacity_problems(gpu_milli: int, replicas: int, context: Context) -> dict[str, str]:
+def capacity_problems(
+    gpu_milli: int, replicas: int, context: Context, *, gang: bool = False
+) -> dict[str, str]:
     """Field → message for each reason no scheduling cycle could ever admit the request: the
-    class cannot express the amount, no node could hold one replica, or it exceeds the team's
-    limit or the per-user cap. Without a node inventory the node checks are skipped."""
+    class cannot express the amount, no node could hold one replica, a gang (one replica per
+    node, in one cluster) has more replicas than any cluster has nodes for, or it exceeds the
+    team's limit or the per-user cap. Without a node inventory the node checks are skipped."""
     errors: dict[str, str] = {}
     gpu_class = context.gpu_class
     hint = (
@@ -807,6 +812,20 @@ def capacity_problems(gpu_milli: int, replicas: int, context: Context) -> dict[s
             errors["gpu_milli"] = (
                 f"No {gpu_class.name} GPU is partitioned with a {profile} instance."
             )
+        elif gang:
+            per_cluster: dict[Any, int] = {}
+            for n in mine:
+                if n.gpu_count >= gpus:
+                    key = getattr(n, "cluster_id", None)
+                    per_cluster[key] = per_cluster.get(key, 0) + 1
+            room = max(per_cluster.values(), default=0)
+            if replicas > room:
+                errors["replicas"] = (
+                    f"A job of {replicas} replicas runs one replica per node, all at once, in "
+                    f"one cluster; at most {room} {gpu_class.name} nodes of one cluster can hold "
+                    f"{gpus} GPU{'s' if gpus != 1 else ''} each. Ask for at most {room} "
+                    "replicas, with more GPUs each."
+                )
         if context.cpu_milli > max(n.cpu_milli for n in mine):
             errors["cpu_milli"] = (
                 f"No {gpu_class.name} node has {context.cpu_milli / 1000:g} CPU cores to give "

@@ -3,8 +3,9 @@
 submit → scheduling cycle (placement) → reconcile → the cluster's own scheduler and Job
 controller. For every shape the placement the scheduler decides and the constraints the
 manifests state must agree: each replica on its own node, every pod Running at the same
-time, and no FailedScheduling event. A gang that does not fit waits in the queue with a
-reason and creates nothing. A lost replica restarts the whole gang.
+time, and no FailedScheduling event. A gang with more replicas than one cluster has nodes
+for is refused at submit and creates nothing (one that could fit but not now waits: the
+scheduling core's tests). A lost replica restarts the whole gang.
 
 The module runs its own cluster, with two or more nodes of every sharing mode (the default
 topology has one HAMi node and no MIG layout a whole GPU fits in), so the shapes neither
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -254,28 +256,29 @@ def assert_one_replica_per_placed_node(api: k8s.ApiClient, workload: Workload, p
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.label.replace(" ", "-"))
-def test_gang_runs_whole_on_distinct_nodes_or_waits_creating_nothing(
+def test_gang_runs_whole_on_distinct_nodes_or_is_refused_creating_nothing(
     shape: Shape, team: Team, cluster: Cluster, api: k8s.ApiClient
 ) -> None:
+    if not shape.fits:
+        # More replicas than the class has nodes for in one cluster: refused at submit with a
+        # field message, nothing recorded, nothing on the cluster.
+        with pytest.raises(ValidationError) as refused:
+            submit(team, shape)
+        (message,) = refused.value.message_dict["replicas"]
+        assert f"A job of {shape.replicas} replicas runs one replica per node" in message
+        assert not Workload.objects.filter(team=team).exists()
+        selector = m.LABEL_WORKLOAD
+        assert not k8s.BatchV1Api(api).list_namespaced_job(team.namespace).items
+        assert not [
+            p
+            for p in k8s.CoreV1Api(api).list_namespaced_pod(team.namespace).items
+            if selector in (p.metadata.labels or {})
+        ]
+        SPREADS[shape.label] = f"refused at submit: {message}"
+        return
     workload = submit(team, shape)
     scheduling_cycle_run()
     workload.refresh_from_db()
-    if not shape.fits:
-        assert workload.state == wl.QUEUED, workload.last_reason
-        assert f"it needs {shape.replicas} nodes with " in workload.last_reason
-        assert "in all: ask for fewer replicas with more GPUs each" in workload.last_reason
-        services.reconcile_pass(cluster=cluster)
-        workload.refresh_from_db()
-        assert workload.k8s_objects == []
-        selector = f"{m.LABEL_WORKLOAD}={workload.pk}"
-        namespace = team.namespace
-        assert not k8s.BatchV1Api(api).list_namespaced_job(namespace, label_selector=selector).items
-        assert (
-            not k8s.CoreV1Api(api).list_namespaced_service(namespace, label_selector=selector).items
-        )
-        assert not pods_of(api, workload)
-        SPREADS[shape.label] = f"waits: {workload.last_reason}"
-        return
     assert workload.state == wl.ADMITTED, workload.last_reason
     pods, took = run_gang(api, cluster, workload)
     assert_one_replica_per_placed_node(api, workload, pods)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -160,3 +160,22 @@ def test_a_slice_of_a_time_sliced_class_is_charged_the_whole_slice_against_the_q
         "This is charged 0.25 GPU of L4 (what the cluster grants), more than Vision's limit "
         "of 0.2 GPU."
     )
+
+
+def test_a_gang_larger_than_the_nodes_of_one_cluster_is_refused_at_submit() -> None:
+    @dataclass(frozen=True)
+    class N:
+        gpu_count: int = 8
+        cpu_milli: int = 192_000
+        memory_mib: int = 2_000_000
+        mig_layout: tuple[str, ...] = ()
+        cluster_id: int = 1
+
+    fleet = (N(), N(), N(cluster_id=2), N(gpu_count=2))
+    ctx = context(nodes=fleet)
+    assert "replicas" not in rules.capacity_problems(8000, 2, ctx, gang=True)
+    refused = rules.capacity_problems(8000, 3, ctx, gang=True)
+    assert refused["replicas"].startswith("A job of 3 replicas runs one replica per node")
+    assert "at most 2" in refused["replicas"]
+    # Trials of a sweep are not a gang: three at once need no three nodes.
+    assert "replicas" not in rules.capacity_problems(8000, 3, ctx)
