@@ -114,3 +114,13 @@ def test_chargeback_page_shows_an_error_for_a_team_that_is_not_a_slug(
     response = client.get("/usage/chargeback/", {"team": team})
     assert response.status_code == 400
     assert b'role="alert"' in response.content
+
+
+@pytest.mark.parametrize("text", ["²", "lr", "lr=", "lr= ", "=1..2", "lr=1..", "lr=a..b"])
+def test_sweep_ranges_that_are_not_ranges_are_a_form_error_not_a_500(text: str) -> None:
+    from django import forms
+
+    from apps.web.forms.workloads import parse_ranges
+
+    with pytest.raises(forms.ValidationError):
+        parse_ranges(text)

@@ -101,7 +101,7 @@ def parse_ranges(text: str) -> dict[str, list[Any]]:
             continue
         name, sep, rest = line.partition("=")
         name = name.strip()
-        bounds, *scale = rest.split()
+        bounds, *scale = rest.split() or [""]
         low, dots, high = bounds.partition("..")
         try:
             spec: list[Any] = [_number(low), _number(high), *scale[:1]]
