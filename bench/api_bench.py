@@ -170,6 +170,7 @@ def seed(rows: int) -> tuple[str, dict[str, object]]:
                 gpu_class=gpu,
                 image=image,
                 gpu_milli=1000,
+                charged_milli=1000,
                 replicas=1,
                 priority_class=wl.PRIORITY_TRAINING,
                 command=["python", "train.py", f"--seed={i}"],

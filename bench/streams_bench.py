@@ -106,8 +106,8 @@ def seed(kubeconfig: Path) -> tuple[str, int]:
             Workload(
                 name=f"job-{i}", kind=wl.KIND_TRAINING, state=states[i % len(states)],
                 owner=user, team=team, gpu_class=gpu, image=image, gpu_milli=1000, replicas=1,
-                priority_class=wl.PRIORITY_TRAINING, command=["python", "train.py"],
-                created_at=start - timedelta(minutes=i + 1),
+                charged_milli=1000, priority_class=wl.PRIORITY_TRAINING,
+                command=["python", "train.py"], created_at=start - timedelta(minutes=i + 1),
             )
             for i in range(ROWS)
         ]
@@ -116,7 +116,7 @@ def seed(kubeconfig: Path) -> tuple[str, int]:
     services.team_namespace_ensure(team=team)
     running = Workload.objects.create(
         name="follow-me", kind=wl.KIND_TRAINING, state=wl.ADMITTED, owner=user, team=team,
-        gpu_class=gpu, image=image, gpu_milli=1000, replicas=1,
+        gpu_class=gpu, image=image, gpu_milli=1000, charged_milli=1000, replicas=1,
         priority_class=wl.PRIORITY_TRAINING, command=["python", "train.py"],
         placement={"replicas": [{"node": "h100-0"}]},
         params={"pod_annotations": {"kubesim.io/run-duration": "7200s"}},

@@ -119,8 +119,8 @@ def main() -> int:
             Workload(
                 name=f"wl{i}", kind=wl.KIND_NOTEBOOK if i % 5 == 0 else wl.KIND_TRAINING,
                 state=wl.RUNNING, owner=users[i % len(users)], team=teams[i % len(teams)],
-                gpu_class=gpu_class, gpu_milli=milli, priority_class="training", image=image,
-                started_at=started,
+                gpu_class=gpu_class, gpu_milli=milli, charged_milli=milli,
+                priority_class="training", image=image, started_at=started,
             )
         )  # fmt: skip
     workloads = Workload.objects.bulk_create(rows, batch_size=2000)

@@ -87,6 +87,7 @@ def main() -> int:
                     team=team,
                     gpu_class=classes[i % 3],
                     gpu_milli=1000,
+                    charged_milli=1000,
                     priority_class="training",
                     image=image,
                 )
