@@ -1,11 +1,14 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import models
+from django.db import models, transaction
 
+from apps.audit.changes import diff, snapshot
 from apps.audit.models import AuditEvent
+
+M = TypeVar("M", bound=models.Model)
 
 
 def audit_record(
@@ -27,3 +30,47 @@ def audit_record(
         source_ip=source_ip or None,
         details=details or {},
     )
+
+
+def audited_save(
+    *, actor: AbstractBaseUser | None, obj: M, action: str, source_ip: str | None
+) -> tuple[M, bool, dict[str, dict[str, object]]]:
+    """Validate and save a row edited whole (an admin form's); audit ``<action>.create`` or
+    ``<action>.update`` with the columns that changed. Returns the row, whether it was
+    created, and the changes (nothing is recorded when an edit changed nothing)."""
+    obj.full_clean()
+    with transaction.atomic():
+        created = obj.pk is None
+        # Locked, so two admins saving the same row record each their own difference.
+        before = (
+            {}
+            if created
+            else snapshot(type(obj)._default_manager.select_for_update().get(pk=obj.pk))
+        )
+        obj.save()
+        after = snapshot(obj)
+        changes = diff(before, after) if not created else {}
+        if created or changes:
+            audit_record(
+                actor=actor,
+                action=f"{action}.{'create' if created else 'update'}",
+                obj=obj,
+                source_ip=source_ip,
+                details={"after": after} if created else {"changed": changes},
+            )
+    return obj, created, changes
+
+
+def audited_delete(
+    *, actor: AbstractBaseUser | None, obj: models.Model, action: str, source_ip: str | None
+) -> None:
+    """Delete a row, recording ``<action>.delete`` with its columns, in one transaction."""
+    with transaction.atomic():
+        audit_record(
+            actor=actor,
+            action=f"{action}.delete",
+            obj=obj,
+            source_ip=source_ip,
+            details={"before": snapshot(obj)},
+        )
+        obj.delete()

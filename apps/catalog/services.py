@@ -4,17 +4,12 @@ in the same transaction."""
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-from django.db import models, transaction
+from django.db import transaction
 
 from apps.accounts.models import User
-from apps.audit.changes import diff, snapshot
-from apps.audit.services import audit_record
+from apps.audit.services import audit_record, audited_delete, audited_save
 from apps.catalog.models import Cluster, GpuClass, Image
 from apps.common import taskqueue
-
-M = TypeVar("M", bound=models.Model)
 
 # The columns that decide how a class's GPUs become Kubernetes resources, and so every team's
 # ResourceQuota for the class.
@@ -25,47 +20,6 @@ GPU_CLASS_RESOURCE_FIELDS = frozenset(
 CLUSTER_CONNECTION_FIELDS = frozenset(
     {"connection", "kubeconfig_path", "kubeconfig_context", "enabled"}
 )
-
-
-def _save(
-    *, actor: User | None, obj: M, action: str, source_ip: str | None
-) -> tuple[M, bool, dict[str, dict[str, object]]]:
-    """Validate and save ``obj``; audit ``<action>.create`` or ``<action>.update`` with the
-    columns that changed. Returns the row, whether it was created, and the changes (nothing is
-    recorded when an edit changed nothing)."""
-    obj.full_clean()
-    with transaction.atomic():
-        created = obj.pk is None
-        # Locked, so two admins saving the same row record each their own difference.
-        before = (
-            {}
-            if created
-            else snapshot(type(obj)._default_manager.select_for_update().get(pk=obj.pk))
-        )
-        obj.save()
-        after = snapshot(obj)
-        changes = diff(before, after) if not created else {}
-        if created or changes:
-            audit_record(
-                actor=actor,
-                action=f"{action}.{'create' if created else 'update'}",
-                obj=obj,
-                source_ip=source_ip,
-                details={"after": after} if created else {"changed": changes},
-            )
-    return obj, created, changes
-
-
-def _delete(*, actor: User | None, obj: models.Model, action: str, source_ip: str | None) -> None:
-    with transaction.atomic():
-        audit_record(
-            actor=actor,
-            action=f"{action}.delete",
-            obj=obj,
-            source_ip=source_ip,
-            details={"before": snapshot(obj)},
-        )
-        obj.delete()
 
 
 def _setup_enabled_clusters() -> None:
@@ -85,7 +39,7 @@ def gpu_class_save(
     written in change too: every team's namespace is applied again on every enabled cluster.
     """
     with transaction.atomic():
-        gpu_class, created, changes = _save(
+        gpu_class, created, changes = audited_save(
             actor=actor, obj=gpu_class, action="gpuclass", source_ip=source_ip
         )
         if not created and GPU_CLASS_RESOURCE_FIELDS.intersection(changes):
@@ -118,18 +72,18 @@ def gpu_class_delete(
     *, actor: User | None, gpu_class: GpuClass, source_ip: str | None = None
 ) -> None:
     """Delete a class no quota or workload refers to (the database protects those)."""
-    _delete(actor=actor, obj=gpu_class, action="gpuclass", source_ip=source_ip)
+    audited_delete(actor=actor, obj=gpu_class, action="gpuclass", source_ip=source_ip)
 
 
 # --- images -----------------------------------------------------------------------------------
 
 
 def image_save(*, actor: User | None, image: Image, source_ip: str | None = None) -> Image:
-    return _save(actor=actor, obj=image, action="image", source_ip=source_ip)[0]
+    return audited_save(actor=actor, obj=image, action="image", source_ip=source_ip)[0]
 
 
 def image_delete(*, actor: User | None, image: Image, source_ip: str | None = None) -> None:
-    _delete(actor=actor, obj=image, action="image", source_ip=source_ip)
+    audited_delete(actor=actor, obj=image, action="image", source_ip=source_ip)
 
 
 # --- clusters ---------------------------------------------------------------------------------
@@ -139,7 +93,7 @@ def cluster_save(*, actor: User | None, cluster: Cluster, source_ip: str | None 
     """Register or change a cluster. A new, re-enabled or reconnected cluster gets every team's
     namespace, then its node inventory."""
     with transaction.atomic():
-        cluster, created, changes = _save(
+        cluster, created, changes = audited_save(
             actor=actor, obj=cluster, action="cluster", source_ip=source_ip
         )
         if cluster.enabled and (created or CLUSTER_CONNECTION_FIELDS.intersection(changes)):
@@ -149,4 +103,4 @@ def cluster_save(*, actor: User | None, cluster: Cluster, source_ip: str | None 
 
 def cluster_delete(*, actor: User | None, cluster: Cluster, source_ip: str | None = None) -> None:
     """Forget a cluster: its node inventory goes with it; what runs there is left alone."""
-    _delete(actor=actor, obj=cluster, action="cluster", source_ip=source_ip)
+    audited_delete(actor=actor, obj=cluster, action="cluster", source_ip=source_ip)

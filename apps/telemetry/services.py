@@ -20,8 +20,7 @@ from django.utils import timezone
 
 from apps.accounts.models import User
 from apps.accounts.selectors import team_leads
-from apps.audit.changes import diff, snapshot
-from apps.audit.services import audit_record
+from apps.audit.services import audited_delete, audited_save
 from apps.catalog.models import ClusterNode, GpuClass
 from apps.orchestration import manifests as m
 from apps.orchestration import reads
@@ -117,40 +116,14 @@ def idle_policy_save(
 ) -> IdlePolicy:
     """Create or change an idle policy from its edited row; the next ingestion pass applies it.
     Records what changed (nothing when an edit changed nothing)."""
-    policy.full_clean()
-    with transaction.atomic():
-        created = policy.pk is None
-        # Locked, so two admins saving the same policy record each their own difference.
-        before = (
-            {} if created else snapshot(IdlePolicy.objects.select_for_update().get(pk=policy.pk))
-        )
-        policy.save()
-        after = snapshot(policy)
-        changes = diff(before, after)
-        if created or changes:
-            audit_record(
-                actor=actor,
-                action="idlepolicy.create" if created else "idlepolicy.update",
-                obj=policy,
-                source_ip=source_ip,
-                details={"after": after} if created else {"changed": changes},
-            )
-    return policy
+    return audited_save(actor=actor, obj=policy, action="idlepolicy", source_ip=source_ip)[0]
 
 
 def idle_policy_delete(
     *, actor: User | None, policy: IdlePolicy, source_ip: str | None = None
 ) -> None:
     """Delete an idle policy: a less specific one, or the settings' defaults, apply again."""
-    with transaction.atomic():
-        audit_record(
-            actor=actor,
-            action="idlepolicy.delete",
-            obj=policy,
-            source_ip=source_ip,
-            details={"before": snapshot(policy)},
-        )
-        policy.delete()
+    audited_delete(actor=actor, obj=policy, action="idlepolicy", source_ip=source_ip)
 
 
 # --- ingestion ---------------------------------------------------------------------------

@@ -7,10 +7,11 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import redirect
 
-from apps.accounts.selectors import sees_cluster
+from apps.accounts.models import Team
+from apps.accounts.selectors import sees_cluster, team_for_user
 
 View = Callable[..., HttpResponse]
 
@@ -30,3 +31,12 @@ def cluster_view(view: View) -> View:
         return view(request, *args, **kwargs)
 
     return wrapped
+
+
+def team_or_404(request: HttpRequest, slug: str) -> Team:
+    """The team of ``slug`` if the signed-in person may see it (a member, or an admin); 404
+    otherwise, whether or not it exists."""
+    try:
+        return team_for_user(request.user, slug)  # type: ignore[arg-type]
+    except Team.DoesNotExist:
+        raise Http404("No such team.") from None

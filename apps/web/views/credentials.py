@@ -10,20 +10,14 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, team_for_user
+from apps.accounts.selectors import is_team_lead
 from apps.common.http import client_ip
 from apps.credentials.models import Secret
 from apps.credentials.selectors import secret_for_user, secrets_usable_by
 from apps.orchestration.credentials import secret_create, secret_delete, secret_rotate
 from apps.orchestration.errors import ClusterError, cluster_error_answer
+from apps.web.access import team_or_404
 from apps.web.forms.credentials import SecretCreateForm, SecretValueForm
-
-
-def _team(request: HttpRequest, slug: str) -> Team:
-    try:
-        return team_for_user(request.user, slug)  # type: ignore[arg-type]
-    except Team.DoesNotExist:
-        raise Http404("No such team.") from None
 
 
 def _secret(request: HttpRequest, team: Team) -> Secret:
@@ -42,7 +36,7 @@ def _secret(request: HttpRequest, team: Team) -> Secret:
 @require_http_methods(["GET", "POST"])
 def team_secrets(request: HttpRequest, slug: str) -> HttpResponse:
     user: User = request.user  # type: ignore[assignment]
-    team = _team(request, slug)
+    team = team_or_404(request, slug)
     form = SecretCreateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -81,7 +75,7 @@ def team_secrets(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def team_secret_rotate(request: HttpRequest, slug: str) -> HttpResponse:
-    team = _team(request, slug)
+    team = team_or_404(request, slug)
     secret = _secret(request, team)
     form = SecretValueForm(request.POST)
     try:
@@ -106,7 +100,7 @@ def team_secret_rotate(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def team_secret_delete(request: HttpRequest, slug: str) -> HttpResponse:
-    team = _team(request, slug)
+    team = team_or_404(request, slug)
     secret = _secret(request, team)
     try:
         secret_delete(

@@ -9,27 +9,21 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, team_for_user
+from apps.accounts.models import User
+from apps.accounts.selectors import is_team_lead
 from apps.common.http import client_ip
 from apps.datasets.models import Dataset
 from apps.datasets.selectors import team_dataset, team_datasets
 from apps.datasets.services import dataset_register, dataset_remove
+from apps.web.access import team_or_404
 from apps.web.forms.datasets import DatasetRegisterForm
-
-
-def _team(request: HttpRequest, slug: str) -> Team:
-    try:
-        return team_for_user(request.user, slug)  # type: ignore[arg-type]
-    except Team.DoesNotExist:
-        raise Http404("No such team.") from None
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def team_datasets_page(request: HttpRequest, slug: str) -> HttpResponse:
     user: User = request.user  # type: ignore[assignment]
-    team = _team(request, slug)
+    team = team_or_404(request, slug)
     form = DatasetRegisterForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -61,7 +55,7 @@ def team_datasets_page(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def team_dataset_remove(request: HttpRequest, slug: str) -> HttpResponse:
-    team = _team(request, slug)
+    team = team_or_404(request, slug)
     try:
         dataset = team_dataset(team, request.POST.get("name", ""))
     except Dataset.DoesNotExist:
