@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from apps.accounts.models import User
 from apps.web.forms.accounts import ApiTokenForm
+from apps.web.forms.notifications import NotificationPreferenceForm
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
     SizingForm,
@@ -172,6 +173,18 @@ def _targets(portal: Portal) -> dict[str, Target]:
             ).map(lambda extra: {**d, **extra})
         ),
     )
+    targets["notification-preferences"] = Target(
+        "post",
+        "/notifications/preferences/",
+        cast.owner,
+        form_data(NotificationPreferenceForm()),
+    )
+    targets["notices-read"] = Target(
+        "post", "/notifications/read/", cast.owner, st.fixed_dictionaries({}, optional={"id": JUNK})
+    )
+    targets["notices-page"] = Target(
+        "get", "/notifications/", cast.owner, st.fixed_dictionaries({}, optional={"page": JUNK})
+    )
     return targets
 
 
@@ -185,6 +198,9 @@ TARGETS = [
     "team-filters",
     "usage-chargeback",
     "sizing",
+    "notification-preferences",
+    "notices-read",
+    "notices-page",
 ]
 
 
