@@ -14,6 +14,9 @@ from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
 from apps.credentials.models import Secret
 from apps.datasets.models import Dataset
+from apps.notifications.core import NoticeEvent
+from apps.notifications.models import Notice, NotificationPreference
+from apps.notifications.services import notify
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
@@ -50,12 +53,19 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("get", "/api/v1/quotas/?team={team}", None),
     ("get", "/api/v1/tokens/{token}/", None),
     ("delete", "/api/v1/tokens/{token}/", None),
+    ("post", "/api/v1/notifications/{notice}/read/", None),
 ]
 
 COLLECTION_WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("post", "/api/v1/workloads/", {"kind": "training", "name": "x"}),
     ("post", "/api/v1/workloads/validate/", {"kind": "training", "name": "x"}),
     ("post", "/api/v1/tokens/", {"name": "x", "scopes": ["read"]}),
+    ("post", "/api/v1/notifications/read/", {}),
+    (
+        "put",
+        "/api/v1/me/notification-preferences/",
+        {"email_events": [], "webhook_events": [], "portal_events": [], "webhook_url": ""},
+    ),
 ]
 
 ALL_PATHS = [
@@ -68,6 +78,9 @@ ALL_PATHS = [
     "/api/v1/images/",
     "/api/v1/tokens/",
     "/api/v1/usage/",
+    "/api/v1/notifications/",
+    "/api/v1/notifications/read/",
+    "/api/v1/me/notification-preferences/",
 ]
 
 
@@ -94,7 +107,19 @@ def ids(cast: Cast) -> dict[str, Any]:
         ).pk,
         "team": cast.team.slug,
         "token": token.pk,
+        "notice": _notice_of(cast),
     }
+
+
+def _notice_of(cast: Cast) -> int:
+    notify(
+        event=NoticeEvent.FAILED,
+        users=[cast.owner],
+        title="resnet failed",
+        body="",
+        key="matrix-notice",
+    )
+    return Notice.objects.get(user=cast.owner, key="matrix-notice").pk
 
 
 def snapshot() -> tuple[Any, ...]:
@@ -105,6 +130,8 @@ def snapshot() -> tuple[Any, ...]:
         sorted(Secret.objects.values_list("id", "keys", "updated_at")),
         sorted(Dataset.objects.values_list("id", "name")),
         AuditEvent.objects.count(),
+        sorted(Notice.objects.values_list("id", "read_at")),
+        sorted(NotificationPreference.objects.values_list("user_id", "updated_at")),
     )
 
 
@@ -127,7 +154,8 @@ def test_owner_side_of_the_matrix_is_not_404(
 ) -> None:
     """The same requests from the lead reach the objects (so the 404s above mean something)."""
     path = template.format(**ids(cast))
-    client = api(cast.owner if "/tokens/" in path else cast.lead, ("write",))
+    personal = "/tokens/" in path or "/notifications/" in path
+    client = api(cast.owner if personal else cast.lead, ("write",))
     response = getattr(client, method)(path, body, format="json")
     assert response.status_code in (200, 201, 204, 409), (path, response.content)
 
@@ -186,6 +214,7 @@ def test_matrix_covers_every_api_route() -> None:
     covered = {
         c.replace("/members/owner/", "/members/<str:username>/")
         .replace("{token}", "<int:token_id>")
+        .replace("{notice}", "<int:notice_id>")
         .replace("/secrets/hf/", "/secrets/<str:name>/")
         .replace("/datasets/imagenet/", "/datasets/<str:name>/")
         for c in covered
