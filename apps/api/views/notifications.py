@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.accounts.models import User
+from apps.accounts.models import Team, User
 from apps.api.base import PagePagination, error_responses
 from apps.common.http import client_ip
 from apps.notifications import core, selectors, services
@@ -24,7 +24,9 @@ def _actor(request: Request) -> User:
 
 
 class NoticeSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Notice
