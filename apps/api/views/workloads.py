@@ -56,7 +56,12 @@ from apps.orchestration.selectors import (
     workload_cluster_events,
     workload_log_download,
 )
-from apps.scheduling.services import PreemptionVictim, confirmation_needed, preemption_preview
+from apps.scheduling.services import (
+    PreemptionVictim,
+    confirmation_needed,
+    preemption_preview,
+    request_verdict,
+)
 from apps.workloads import idempotency as idem
 from apps.workloads import rules
 from apps.workloads.models import Workload
@@ -82,6 +87,17 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
         "submitting twice. Keys are per user and kept 24 hours."
     ),
 )
+
+DRY_RUN_PARAMETER = OpenApiParameter(
+    "dry_run",
+    bool,
+    description=(
+        "true: submit nothing; answer 200 with what it would be recorded and charged as and "
+        "the scheduler's verdict (starts now / would preempt / waits), as "
+        "POST /api/v1/workloads/validate/ does; or the 400 a submission would get."
+    ),
+)
+
 
 WORKLOAD_EXAMPLE = {
     "id": 42,
@@ -371,10 +387,13 @@ class WorkloadListView(APIView):
             "Records the request; it waits as pending/queued until the scheduler admits it. "
             "Quota, priority-class and fraction rules are checked and reported per field."
         ),
-        parameters=[IDEMPOTENCY_HEADER],
+        parameters=[IDEMPOTENCY_HEADER, DRY_RUN_PARAMETER],
         request=WorkloadCreateSerializer,
         responses={
             201: OpenApiResponse(WorkloadSerializer, description="Submitted (or replayed)."),
+            200: OpenApiResponse(
+                WorkloadCheckSerializer, description="dry_run=true: it would be accepted."
+            ),
             **error_responses(400, 403, 413),
             409: WOULD_PREEMPT_RESPONSE,
             422: OpenApiResponse(
@@ -431,6 +450,8 @@ class WorkloadListView(APIView):
         ],
     )
     def post(self, request: Request) -> Response:
+        if _dry_run_asked(request):
+            return Response(_dry_run(request))
         actor = _actor(request)
         serializer, team, gpu_class, image = _parse_submission(request, actor)
         confirmed = serializer.validated_data["confirm_preemption"]
@@ -447,6 +468,15 @@ class WorkloadListView(APIView):
             )
 
         return _create(request, actor, "submit", serializer.validated_data, submit)
+
+
+def _dry_run_asked(request: Request) -> bool:
+    value = request.query_params.get("dry_run", "").strip().lower()
+    if value in ("", "false", "0", "no"):
+        return False
+    if value in ("true", "1", "yes"):
+        return True
+    raise exceptions.ValidationError({"dry_run": "Say true or false."})
 
 
 def _parse_submission(
@@ -516,37 +546,57 @@ class WorkloadValidateView(APIView):
                     "priority_class": "batch",
                     "would_preempt": [],
                     "confirmation_needed": False,
+                    "verdict": {
+                        "outcome": "waits",
+                        "headline": "Waits: #3, about 40 min, because no L40S-48GB capacity "
+                        "free for 0.5 GPU; 2 ahead of you.",
+                        "reason": "No L40S-48GB capacity free for 0.5 GPU; 2 ahead of you.",
+                        "nodes": [],
+                        "cluster": None,
+                        "borrowed": False,
+                        "queue_position": 3,
+                        "estimated_start_at": "2025-01-01T12:40:00Z",
+                        "estimated_wait_seconds": 2400,
+                        "advice": ["0.25 GPU of A100-80GB-MIG would start now."],
+                    },
                 },
                 response_only=True,
             ),
         ],
     )
     def post(self, request: Request) -> Response:
-        actor = _actor(request)
-        serializer, team, gpu_class, image = _parse_submission(request, actor)
-        request_ = serializer.request()
-        charge = workload_request_check(
-            actor=actor, team=team, gpu_class=gpu_class, image=image, request=request_
-        )
-        body = {
-            "valid": True,
-            "kind": request_.kind,
-            "name": request_.name,
-            "team": team.slug,
-            "gpu_class": gpu_class.name,
-            "image": image.name,
-            "gpu_milli": charge.gpu_milli,
-            "charged_milli": charge.charged_milli,
-            "replicas": charge.replicas,
-            "total_milli": charge.total_milli,
-            "priority_class": charge.priority_class,
-        }
-        victims = preemption_preview(
-            actor=actor, team=team, gpu_class=gpu_class, request=request_, charge=charge
-        )
-        body["would_preempt"] = _victims(victims)
-        body["confirmation_needed"] = confirmation_needed(victims)
-        return Response(WorkloadCheckSerializer(body).data)
+        return Response(_dry_run(request))
+
+
+def _dry_run(request: Request) -> dict[str, Any]:
+    """The rules, then the scheduler's dry run: what the request would be recorded and
+    charged as, and whether it would start now, preempt or wait. Nothing is recorded."""
+    actor = _actor(request)
+    serializer, team, gpu_class, image = _parse_submission(request, actor)
+    request_ = serializer.request()
+    charge = workload_request_check(
+        actor=actor, team=team, gpu_class=gpu_class, image=image, request=request_
+    )
+    body: dict[str, Any] = {
+        "valid": True,
+        "kind": request_.kind,
+        "name": request_.name,
+        "team": team.slug,
+        "gpu_class": gpu_class.name,
+        "image": image.name,
+        "gpu_milli": charge.gpu_milli,
+        "charged_milli": charge.charged_milli,
+        "replicas": charge.replicas,
+        "total_milli": charge.total_milli,
+        "priority_class": charge.priority_class,
+    }
+    answer = request_verdict(
+        actor=actor, team=team, gpu_class=gpu_class, request=request_, charge=charge
+    )
+    body["would_preempt"] = _victims(answer.victims)
+    body["confirmation_needed"] = confirmation_needed(answer.victims)
+    body["verdict"] = answer.as_dict()
+    return dict(WorkloadCheckSerializer(body).data)
 
 
 def _team_for_submit(actor: User, slug: str | None, errors: dict[str, str]) -> Team | None:
