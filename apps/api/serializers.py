@@ -371,6 +371,13 @@ class WorkloadCheckSerializer(serializers.Serializer):
         help_text="What it is charged: replicas × charged_milli."
     )
     priority_class = serializers.CharField()
+    hourly_cost = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        help_text="What it costs per hour while it runs (a sweep: its trials that run at once), "
+        "in `currency`.",
+    )
+    currency = serializers.CharField(help_text="The platform's currency (PLATFORM_CURRENCY).")
     would_preempt = PreemptionVictimSerializer(
         many=True,
         help_text="What the scheduler would preempt to start it now (its dry run; empty: it "

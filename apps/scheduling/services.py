@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Team, User
 from apps.accounts.selectors import teams_visible_to
-from apps.catalog.models import Cluster, GpuClass
+from apps.catalog.models import Cluster, GpuClass, Image
 from apps.scheduling import core, handoff, selectors
 from apps.scheduling import verdict as verdict_core
 from apps.scheduling.data import (
@@ -30,8 +31,12 @@ from apps.scheduling.verdict import Verdict
 from apps.workloads import core as workload_core
 from apps.workloads import rules, sizing
 from apps.workloads.models import Workload
-from apps.workloads.selectors import preemption_grace_seconds
-from apps.workloads.services import workload_transition
+from apps.workloads.selectors import (
+    QuotaUsage,
+    preemption_grace_seconds,
+    quota_usage_for_teams,
+)
+from apps.workloads.services import workload_request_check, workload_transition
 
 log = logging.getLogger(__name__)
 
@@ -387,3 +392,46 @@ def request_verdict(
     )
     verdict = verdict_core.preview(snapshot, candidate, scheduling_policy())
     return RequestVerdict(verdict, _victims(actor, team, verdict.preemptions))
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """A request checked by the rules and run through the scheduler without recording it:
+    what it is charged, what it costs per hour while it runs, the team's quota left on the
+    class now, and the verdict. One answer for the API's dry run and the portal's form."""
+
+    charge: rules.Charge
+    answer: RequestVerdict
+    hourly_cost: Decimal
+    quota: QuotaUsage | None
+
+    @property
+    def quota_left_milli(self) -> int | None:
+        if self.quota is None:
+            return None
+        return max(0, self.quota.limit_milli - self.quota.used_milli)
+
+
+def request_dry_run(
+    *,
+    actor: User,
+    team: Team,
+    gpu_class: GpuClass,
+    image: Image,
+    request: rules.WorkloadRequest,
+    now: datetime | None = None,
+) -> DryRun:
+    """The rules (``ValidationError`` with field → message, as a submission), then the
+    scheduler's verdict. Records nothing."""
+    charge = workload_request_check(
+        actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
+    )
+    answer = request_verdict(
+        actor=actor, team=team, gpu_class=gpu_class, request=request, charge=charge, now=now
+    )
+    at_once = charge.parallelism or charge.replicas
+    hourly = (Decimal(charge.charged_milli * at_once) * gpu_class.hourly_cost / 1000).quantize(
+        Decimal("0.01")
+    )
+    usage = next((u for u in quota_usage_for_teams([team]) if u.gpu_class.pk == gpu_class.pk), None)
+    return DryRun(charge, answer, hourly, usage)

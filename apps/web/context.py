@@ -8,4 +8,5 @@ def portal(request: HttpRequest) -> dict[str, object]:
     return {
         "oidc_enabled": settings.OIDC_ENABLED,
         "dev_login_enabled": settings.DEV_LOGIN_ENABLED,
+        "currency": settings.PLATFORM_CURRENCY,
     }

@@ -49,6 +49,8 @@ def test_dry_run_answers_what_would_be_charged_and_records_nothing(cast: Cast, a
         "replicas": 2,
         "total_milli": 4000,
         "priority_class": "training",
+        "hourly_cost": f"{4 * cast.gpu_class.hourly_cost:.2f}",
+        "currency": "EUR",
         "would_preempt": [],
         "confirmation_needed": False,
     }

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from itertools import chain
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -60,7 +61,7 @@ from apps.scheduling.services import (
     PreemptionVictim,
     confirmation_needed,
     preemption_preview,
-    request_verdict,
+    request_dry_run,
 )
 from apps.workloads import idempotency as idem
 from apps.workloads import rules
@@ -70,7 +71,6 @@ from apps.workloads.services import (
     workload_cancel,
     workload_clone,
     workload_delete,
-    workload_request_check,
     workload_resume,
     workload_submit,
     workload_suspend,
@@ -544,6 +544,8 @@ class WorkloadValidateView(APIView):
                     "replicas": 4,
                     "total_milli": 2000,
                     "priority_class": "batch",
+                    "hourly_cost": "1.60",
+                    "currency": "EUR",
                     "would_preempt": [],
                     "confirmation_needed": False,
                     "verdict": {
@@ -574,9 +576,10 @@ def _dry_run(request: Request) -> dict[str, Any]:
     actor = _actor(request)
     serializer, team, gpu_class, image = _parse_submission(request, actor)
     request_ = serializer.request()
-    charge = workload_request_check(
+    dry = request_dry_run(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request_
     )
+    charge, answer = dry.charge, dry.answer
     body: dict[str, Any] = {
         "valid": True,
         "kind": request_.kind,
@@ -590,9 +593,8 @@ def _dry_run(request: Request) -> dict[str, Any]:
         "total_milli": charge.total_milli,
         "priority_class": charge.priority_class,
     }
-    answer = request_verdict(
-        actor=actor, team=team, gpu_class=gpu_class, request=request_, charge=charge
-    )
+    body["hourly_cost"] = dry.hourly_cost
+    body["currency"] = settings.PLATFORM_CURRENCY
     body["would_preempt"] = _victims(answer.victims)
     body["confirmation_needed"] = confirmation_needed(answer.victims)
     body["verdict"] = answer.as_dict()
