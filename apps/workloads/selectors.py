@@ -574,3 +574,12 @@ def class_offers_for_team(team: Team | None, *, admin: bool = False) -> list[Cla
             why = f"{team.name} has no quota for it; {who}"
         offers.append(ClassOffer(gpu_class, usage, why))
     return offers
+
+
+def usable_class_ids_for(teams: Iterable[Team]) -> set[int]:
+    """The GPU classes any of ``teams`` has a quota limit above zero for."""
+    return set(
+        TeamQuota.objects.filter(team__in=list(teams), limit_milli__gt=0).values_list(
+            "gpu_class_id", flat=True
+        )
+    )

@@ -152,3 +152,23 @@ def test_outsider_verdict_for_another_team_is_refused(portal: Portal) -> None:
     assert response.status_code == 200
     assert 'data-outcome="refused"' in response.content.decode()
     assert "Starts now" not in response.content.decode()
+
+
+def test_sizing_helper_suggests_only_classes_the_team_may_use(
+    portal: Portal, l40s: GpuClass
+) -> None:
+    query = {"params_billions": "1", "precision": "bf16", "task": "inference", "context": "512"}
+    html = portal.client(portal.cast.owner).get("/workloads/sizing/", query).content.decode()
+    assert "Use 0.25 GPU L40S-48GB" not in html and "L40S-48GB" not in html.split("<table")[-1]
+    admin = portal.client(portal.cast.admin).get("/workloads/sizing/", query).content.decode()
+    assert "L40S-48GB" in admin
+
+
+def test_sizing_helper_shows_costs_in_the_platform_currency_and_the_13b_full_fine_tune(
+    portal: Portal,
+) -> None:
+    query = {"params_billions": "13", "precision": "bf16", "task": "full"}
+    html = portal.client(portal.cast.owner).get("/workloads/sizing/", query).content.decode()
+    assert "optimizer states 96.9 GiB" in html
+    assert "Suggested: <strong>4 GPUs of H100-80GB</strong>" in html
+    assert re.search(r"\(\d+\.\d\d EUR per hour\)", html), html

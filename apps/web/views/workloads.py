@@ -68,6 +68,7 @@ from apps.workloads.selectors import (
     quota_bars_for_teams,
     request_template_for_user,
     request_templates_for,
+    usable_class_ids_for,
     waiting_workloads_for_teams,
     workload_for_user,
     workload_may_manage,
@@ -393,15 +394,19 @@ def sizing_helper(request: HttpRequest) -> HttpResponse:
     form = SizingForm(request.GET or None)
     estimate = None
     if form.is_valid():
-        estimate = sizing.size_request(
-            params_billions=float(form.cleaned_data["params_billions"]),
-            precision=form.cleaned_data["precision"],
-            task=form.cleaned_data["task"],
-            classes=[
-                sizing.SizingClass(c.pk, float(c.hourly_cost), gpu_class_spec(c))
-                for c in GpuClass.objects.filter(enabled=True).order_by("name")
-            ],
-        )
+        try:
+            estimate = sizing.size_request(
+                params_billions=float(form.cleaned_data["params_billions"]),
+                precision=form.cleaned_data["precision"],
+                task=form.cleaned_data["task"],
+                classes=[
+                    sizing.SizingClass(c.pk, float(c.hourly_cost), gpu_class_spec(c))
+                    for c in _sizing_classes(_user(request))
+                ],
+                **form.known(),
+            )
+        except sizing.SizingError as exc:
+            form.add_error(None, str(exc))
     kind = request.GET.get("kind")
     context = {
         "sizing_form": form,
@@ -412,6 +417,16 @@ def sizing_helper(request: HttpRequest) -> HttpResponse:
     if _is_htmx(request):
         return render(request, "workloads/_sizing_result.html", context)
     return render(request, "workloads/sizing.html", context)
+
+
+def _sizing_classes(user: User) -> list[GpuClass]:
+    """The classes the sizing helper suggests: those one of the user's teams may use (every
+    enabled class for an admin)."""
+    classes = GpuClass.objects.filter(enabled=True).order_by("name")
+    if user.is_staff:
+        return list(classes)
+    usable = usable_class_ids_for(teams_of(user))
+    return [c for c in classes if c.pk in usable]
 
 
 # --- request templates ------------------------------------------------------------------------
