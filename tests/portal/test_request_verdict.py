@@ -172,3 +172,16 @@ def test_sizing_helper_shows_costs_in_the_platform_currency_and_the_13b_full_fin
     assert "optimizer states 96.9 GiB" in html
     assert "Suggested: <strong>4 GPUs of H100-80GB</strong>" in html
     assert re.search(r"\(\d+\.\d\d EUR per hour\)", html), html
+
+
+def test_a_request_not_yet_ranked_is_not_told_that_nothing_will_free_enough(
+    portal: Portal,
+) -> None:
+    pending = portal.workload(state="pending", queue_position=None, estimated_start_at=None)
+    html = portal.client(portal.cast.owner).get(f"/workloads/{pending.pk}/").content.decode()
+    estimate = html.split('id="estimated-start"')[1].split("</dd>")[0]
+    assert "decided by the next scheduling cycle" in estimate
+    assert "free enough" not in html
+    ranked = portal.workload(state="queued", queue_position=2, estimated_start_at=None)
+    html = portal.client(portal.cast.owner).get(f"/workloads/{ranked.pk}/").content.decode()
+    assert "no estimate (the reason says why)" in html
