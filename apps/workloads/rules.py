@@ -698,7 +698,8 @@ def command_problems(kind: str, command: Sequence[str], args: Sequence[str]) -> 
         if key in errors:
             continue
         if len(words) > MAX_WORDS:
-            errors[key] = f"The {what} has {len(words)} words; at most {MAX_WORDS}."
+            verb = "have" if what == "arguments" else "has"
+            errors[key] = f"The {what} {verb} {len(words)} words; at most {MAX_WORDS}."
         elif any(not isinstance(w, str) for w in words):
             errors[key] = f"Each word of the {what} must be text."
         elif any(len(w) > MAX_WORD_LENGTH for w in words):

@@ -119,3 +119,15 @@ def test_model_too_large_for_any_replica_says_so() -> None:
     assert estimate.options == ()
     assert estimate.suggestion is None
     assert "several nodes" in estimate.notes[0]
+
+
+def test_time_sliced_amounts_never_say_more_slices_than_a_gpu_has() -> None:
+    assert sizing.describe_amount(250, L40S_TS).startswith(
+        "1 of the 4 time slices of one L40S-48GB — "
+    )
+    two = sizing.describe_amount(2000, L40S_TS)
+    assert two.startswith("2 × L40S-48GB (all 4 time slices of each) — ")
+    assert "8 of 4" not in two
+    assert sizing.describe_amount(1500, L40S_TS).startswith(
+        "1 × L40S-48GB (all 4 time slices of each) + 2 of the 4 time slices of one L40S-48GB"
+    )

@@ -203,3 +203,10 @@ def test_names_with_bidi_overrides_or_invisible_characters_are_refused(char: str
 @pytest.mark.parametrize("name", ["résumé-bert", "模型-训练", "שלום-run", "llama 3 · 8B"])
 def test_names_in_any_script_are_accepted(name: str) -> None:
     assert rules.name_problem(name) is None
+
+
+def test_too_many_arguments_is_said_in_good_grammar() -> None:
+    problems = rules.command_problems(core.KIND_TRAINING, ["python"], ["x"] * (rules.MAX_WORDS + 1))
+    assert problems["args"] == f"The arguments have {rules.MAX_WORDS + 1} words; at most 200."
+    problems = rules.command_problems(core.KIND_TRAINING, ["x"] * (rules.MAX_WORDS + 1), [])
+    assert problems["command"].startswith("The command has ")
