@@ -785,7 +785,12 @@ class TeamWorkloadFilterForm(forms.Form):
     )
     kind = forms.ChoiceField(
         required=False,
-        choices=[("", "Any kind"), *Workload.Kind.choices],
+        # Only kinds a person can request (the request rules' list): no filter for a kind no
+        # workload can have.
+        choices=[
+            ("", "Any kind"),
+            *((k, label) for k, label in Workload.Kind.choices if k in rules.SUBMITTABLE_KINDS),
+        ],
     )
     owner = forms.ModelChoiceField(
         queryset=User.objects.none(), required=False, empty_label="Anyone"
