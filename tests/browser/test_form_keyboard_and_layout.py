@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import date, timedelta
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from playwright.sync_api import expect
 
 from apps.accounts.models import ApiToken
 from apps.datasets.models import Dataset
+from apps.telemetry.models import UsageDay
 from apps.workloads.models import RequestTemplate, Workload
 from tests.factories import UserFactory
 from tests.portal.conftest import Portal
@@ -163,3 +165,33 @@ def test_a_user_without_a_team_sees_only_links_that_lead_somewhere(
     for target in targets:
         page.goto(page.base_url + target)
         assert page.url == page.base_url + target, f"{target} redirected to {page.url}"
+
+
+def test_usage_chart_legend_pairs_allocated_and_used_of_a_class_by_colour(
+    portal: Portal, signed_in: Callable[..., Any]
+) -> None:
+    today = date.today()
+    for gpu_class in (portal.cast.gpu_class, portal.mig):
+        workload = portal.workload(gpu_class=gpu_class, state="running")
+        for back in range(3):
+            UsageDay.objects.create(
+                day=today - timedelta(days=back),
+                workload=workload,
+                team=portal.cast.team,
+                owner=portal.cast.owner,
+                gpu_class=gpu_class,
+                allocated_gpu_seconds=7200,
+                used_gpu_seconds=3600,
+            )
+    page = signed_in(portal.cast.owner)
+    page.goto(page.base_url + "/usage/")
+    legend = page.locator("#mine-chart .u-legend .u-series")
+    expect(legend.first).to_be_visible()
+    rows = legend.evaluate_all(
+        """rows => rows.map(r => [r.querySelector('.u-label')?.textContent || '',
+           getComputedStyle(r.querySelector('.u-marker') || r).borderColor])"""
+    )
+    colours = {label: colour for label, colour in rows if ": " in label}
+    h100 = portal.cast.gpu_class.name
+    assert colours[f"{h100}: allocated (dashed)"] == colours[f"{h100}: used (solid)"]
+    assert colours[f"{h100}: used (solid)"] != colours[f"{portal.mig.name}: used (solid)"]
