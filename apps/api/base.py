@@ -28,7 +28,8 @@ from apps.orchestration.errors import ClusterError, cluster_error_answer
 def _flatten(detail: Any) -> dict[str, list[str]]:
     if isinstance(detail, dict):
         return {
-            str(k): [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in detail.items()
+            str(k): [detail_text(x) for x in (v if isinstance(v, list) else [v]) if x]
+            for k, v in detail.items()
         }
     return {}
 
@@ -55,9 +56,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         message = (
             "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items())
             if fields
-            else " ".join(
-                str(d) for d in (exc.detail if isinstance(exc.detail, list) else [exc.detail])
-            )
+            else detail_text(exc.detail)
         )
         body: dict[str, Any] = {
             "code": "invalid",
@@ -70,7 +69,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code = exc.get_codes() if isinstance(exc, exceptions.APIException) else "error"
         body = {
             "code": code if isinstance(code, str) else "error",
-            "message": str(text),
+            "message": detail_text(text),
             "fields": {},
         }
     # An answer with more to say than a message (e.g. the workloads a submission would preempt).
@@ -81,6 +80,21 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response["Retry-After"] = str(max(1, math.ceil(wait)))
     response.data = body
     return response
+
+
+def detail_text(detail: Any) -> str:
+    """An exception's detail as words: nested lists and dicts of DRF's ``ErrorDetail`` joined
+    into one sentence (never their Python repr)."""
+    if isinstance(detail, dict):
+        return " ".join(
+            f"{key}: {detail_text(value)}"
+            if key not in ("detail", "non_field_errors")
+            else detail_text(value)
+            for key, value in detail.items()
+        )
+    if isinstance(detail, list | tuple):
+        return " ".join(detail_text(item) for item in detail)
+    return str(detail)
 
 
 def error_body(*, code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict:

@@ -328,6 +328,30 @@ class PreemptionVictimSerializer(serializers.Serializer):
     )
 
 
+class VerdictSerializer(serializers.Serializer):
+    """The scheduling cycle's own decision for the request if it were submitted now."""
+
+    outcome = serializers.ChoiceField(
+        choices=["starts", "preempts", "waits", "refused"],
+        help_text="starts: admitted now on free capacity; preempts: admitted now by preempting "
+        "running work (would_preempt); waits: queued; refused: it could never run as asked.",
+    )
+    headline = serializers.CharField(
+        help_text="One line, as the portal shows it: “Starts now on h100-0.”, “Waits: #3, "
+        "about 40 min, because …”, “Would preempt: …”."
+    )
+    reason = serializers.CharField()
+    nodes = serializers.ListField(child=serializers.CharField(), help_text="Where it starts.")
+    cluster = serializers.CharField(allow_null=True)
+    borrowed = serializers.BooleanField(help_text="It would start on borrowed capacity.")
+    queue_position = serializers.IntegerField(allow_null=True)
+    estimated_start_at = serializers.DateTimeField(allow_null=True)
+    estimated_wait_seconds = serializers.IntegerField(allow_null=True)
+    advice = serializers.ListField(
+        child=serializers.CharField(), help_text="What would start it sooner."
+    )
+
+
 class WorkloadCheckSerializer(serializers.Serializer):
     """What a request would be recorded and charged as (the dry run's answer)."""
 
@@ -347,6 +371,13 @@ class WorkloadCheckSerializer(serializers.Serializer):
         help_text="What it is charged: replicas × charged_milli."
     )
     priority_class = serializers.CharField()
+    hourly_cost = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=2,
+        help_text="What it costs per hour while it runs (a sweep: its trials that run at once), "
+        "in `currency`.",
+    )
+    currency = serializers.CharField(help_text="The platform's currency (PLATFORM_CURRENCY).")
     would_preempt = PreemptionVictimSerializer(
         many=True,
         help_text="What the scheduler would preempt to start it now (its dry run; empty: it "
@@ -355,6 +386,10 @@ class WorkloadCheckSerializer(serializers.Serializer):
     confirmation_needed = serializers.BooleanField(
         help_text="Some of would_preempt is yours or a teammate's: submit with "
         "confirm_preemption true."
+    )
+    verdict = VerdictSerializer(
+        help_text="Whether it would start now (where), preempt, or wait (position, estimate, "
+        "reason), from a dry run of the scheduling cycle on the current state."
     )
 
 

@@ -51,9 +51,15 @@ def gpu_resources(milli: int, gpu: GpuClassSpec) -> GpuResources:
     if mode == catalog_core.SHARING_TIMESLICE:
         replicas = gpu.timeslice_replicas or 1
         slots = math.ceil(milli * replicas / 1000)
+        whole, part = divmod(slots, replicas)
+        pieces = []
+        if whole:
+            pieces.append(f"{whole} × {gpu.name} (all {replicas} time slices of each)")
+        if part:
+            pieces.append(f"{part} of the {replicas} time slices of one {gpu.name}")
         return GpuResources(
             {"nvidia.com/gpu.shared": str(slots)},
-            f"{slots} of {replicas} time slices per {gpu.name} — time-sliced: no memory isolation",
+            f"{' + '.join(pieces)} — time-sliced: no memory isolation",
             False,
         )
     if mode == catalog_core.SHARING_MIG:

@@ -233,12 +233,23 @@ class Preemption:
 
 
 @dataclass(frozen=True)
+class Suggestion:
+    """Advice that changes the request: this amount of this class would be admitted now on
+    the same snapshot (``text`` says so in words and is one of the ``advice`` lines)."""
+
+    gpu_class: str
+    gpu_milli: int
+    text: str
+
+
+@dataclass(frozen=True)
 class Waiting:
     workload_id: int
     position: int
     reason: str
     estimated_start: datetime | None
     advice: tuple[str, ...] = ()
+    suggestions: tuple[Suggestion, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,14 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from apps.catalog import core as catalog_core
+from apps.catalog.resources import ResourceMappingError, charged_milli
 from apps.quotas.core import format_milli
 from apps.scheduling.data import (
-    BATCH,
     GpuClassSpec,
     Policy,
     Quota,
     RunningWorkload,
+    Suggestion,
     Waiting,
     WaitingWorkload,
 )
@@ -94,7 +95,9 @@ def waiting_details(
 
     free_now = {name: sum(p.free_milli() for p in ps) for name, ps in pools.items()}
     ahead_demand: dict[str, int] = defaultdict(int)
-    advisor = _Advisor(pools=pools, classes=classes, quotas=quotas, usage=usage)
+    advisor = _Advisor(
+        pools=pools, classes=classes, quotas=quotas, usage=usage, user_usage=user_usage
+    )
     out: list[Waiting] = []
     base = now.timestamp()
     for n, b in enumerate(blocked):
@@ -104,7 +107,9 @@ def waiting_details(
         amount = w.total_milli
         at: float | None = None
         unknown = False
+        open_ended = False  # what it waits for includes work with no maximum runtime
         advice: tuple[str, ...] = ()
+        suggestions: tuple[Suggestion, ...] = ()
         if b.kind == "class":
             reason = f"{c} is not offered at the moment; it waits until an admin enables it."
         elif b.kind == "quota":
@@ -117,7 +122,7 @@ def waiting_details(
             )
             team_ends = ends((w.team, c), by_team[(w.team, c)])
             at = team_ends.when(used + amount - limit)
-            unknown = at is None
+            unknown, open_ended = at is None, team_ends.unknown > 0
         elif b.kind == "user":
             cap = quota.per_user_cap_milli if quota and quota.per_user_cap_milli else 0
             mine = user_usage.get((w.owner, w.team, c), 0)
@@ -127,7 +132,7 @@ def waiting_details(
             )
             user_ends = ends((w.owner, w.team, c), by_user[(w.owner, w.team, c)])
             at = user_ends.when(mine + amount - cap)
-            unknown = at is None
+            unknown, open_ended = at is None, user_ends.unknown > 0
         else:
             shape = _shape(w.gpu_milli, w.replicas)
             ahead = "nobody" if b.ahead == 0 else f"{b.ahead}"
@@ -147,14 +152,20 @@ def waiting_details(
                 class_ends = ends(c, by_class[c])
                 need = ahead_demand[c] + amount - free_now.get(c, 0)
                 at = class_ends.when(need)
-                unknown = at is None
+                unknown, open_ended = at is None, class_ends.unknown > 0
                 ahead_demand[c] += amount
         if unknown and b.kind != "class":
-            reason += " No estimate yet: the work it waits for has no maximum runtime."
+            # The estimate and the reason come from the same sums: say which one is missing.
+            reason += (
+                " No estimate yet: the work it waits for has no maximum runtime."
+                if open_ended
+                else " No estimate: even when all running work ends, not enough is freed for "
+                "it and those ahead of it."
+            )
         estimated = None if at is None else datetime.fromtimestamp(max(at, base), tz=now.tzinfo)
         if n < policy.advice_limit:
-            advice = advisor.advise(b)
-        out.append(Waiting(w.id, b.position, reason, estimated, advice))
+            advice, suggestions = advisor.advise(b)
+        out.append(Waiting(w.id, b.position, reason, estimated, advice, suggestions))
     return out
 
 
@@ -199,7 +210,10 @@ def _shape(gpu_milli: int, replicas: int) -> str:
 
 
 class _Advisor:
-    """What would start a waiting workload sooner: another class, a smaller request."""
+    """What would start a waiting workload sooner: another class, a smaller request. Every
+    suggestion is checked the way the cycle admits: the class can express the amount for the
+    request's shape, the team's quota and the per-user cap have room for what it is charged,
+    and a node has room for it now (after this cycle's admissions)."""
 
     def __init__(
         self,
@@ -208,82 +222,95 @@ class _Advisor:
         classes: Mapping[str, GpuClassSpec],
         quotas: Mapping[tuple[str, str], Quota],
         usage: Mapping[tuple[str, str], int],
+        user_usage: Mapping[tuple[str, str, str], int],
     ) -> None:
         self.pools = pools
         self.classes = classes
         self.quotas = quotas
         self.usage = usage
-        self._fits: dict[tuple[str, str, int, int, int, int], bool] = {}
-        self._memo: dict[tuple[object, ...], tuple[str, ...]] = {}
+        self.user_usage = user_usage
+        self._fits: dict[tuple[object, ...], bool] = {}
+        self._memo: dict[tuple[object, ...], tuple[tuple[str, ...], tuple[Suggestion, ...]]] = {}
 
-    def _headroom(self, team: str, class_name: str) -> int:
+    def _headroom(self, team: str, owner: str, class_name: str) -> int:
         quota = self.quotas.get((team, class_name))
         if quota is None:
             return 0
-        return quota.limit_milli - self.usage.get((team, class_name), 0)
+        room = quota.limit_milli - self.usage.get((team, class_name), 0)
+        if quota.per_user_cap_milli is not None:
+            mine = self.user_usage.get((owner, team, class_name), 0)
+            room = min(room, quota.per_user_cap_milli - mine)
+        return room
 
-    def starts_now(
-        self, team: str, class_name: str, gpu_milli: int, cpu_milli: int, memory_mib: int
-    ) -> bool:
-        key = (team, class_name, gpu_milli, cpu_milli, memory_mib, self._headroom(team, class_name))
+    def starts_now(self, w: WaitingWorkload, class_name: str, gpu_milli: int) -> bool:
+        """Whether one replica of ``gpu_milli`` on ``class_name``, for ``w``'s team and owner,
+        would be admitted now."""
+        room = self._headroom(w.team, w.owner, class_name)
+        key = (class_name, gpu_milli, w.cpu_milli, w.memory_mib, room)
         if key in self._fits:
             return self._fits[key]
         result = False
         gpu_class = self.classes.get(class_name)
-        if gpu_class is not None and gpu_class.enabled and key[-1] >= gpu_milli:
-            try:
-                demand = replica_demand(
-                    gpu_class, gpu_milli, cpu_milli=cpu_milli, memory_mib=memory_mib
-                )
-            except DemandError:
-                demand = None
-            if demand is not None and not (
-                gpu_milli < 1000 and gpu_class.sharing_mode == catalog_core.SHARING_WHOLE
-            ):
+        if gpu_class is not None and gpu_class.enabled and shape_fits(gpu_class, gpu_milli):
+            demand = replica_demand(
+                gpu_class, gpu_milli, cpu_milli=w.cpu_milli, memory_mib=w.memory_mib
+            )
+            if room >= charged_milli(gpu_milli, gpu_class):
                 result = any(p.find(demand) is not None for p in self.pools.get(class_name, []))
         self._fits[key] = result
         return result
 
-    def idle_gpus(self, class_name: str) -> int:
-        return sum(p.free_milli() for p in self.pools.get(class_name, []))
-
-    def advise(self, b: Blocked) -> tuple[str, ...]:
+    def advise(self, b: Blocked) -> tuple[tuple[str, ...], tuple[Suggestion, ...]]:
         w = b.workload
-        memo = (b.kind, w.team, w.gpu_class, w.gpu_milli, w.replicas, w.cpu_milli, w.memory_mib)
+        memo = (b.kind, w.team, w.owner, w.gpu_class, w.gpu_milli, w.replicas, w.cpu_milli)
         if memo in self._memo:
             return self._memo[memo]
         tips: list[str] = []
+        suggestions: list[Suggestion] = []
         others = sorted(name for name in self.classes if name != w.gpu_class)
-        if b.kind == "quota":
-            room = [
-                name
-                for name in others
-                if self._headroom(w.team, name) >= w.gpu_milli and self.idle_gpus(name) > 0
-            ]
-            if room:
-                name = room[0]
-                tips.append(
-                    f"Your team is at its limit for {w.gpu_class}; {BATCH} class can use idle "
-                    f"GPUs: {name} has {format_milli(self.idle_gpus(name))} GPU idle and your "
-                    "team has room there."
-                )
-            else:
-                tips.append(
-                    f"Your team is at its limit for {w.gpu_class}: it starts when your team's "
-                    "running work there ends, or a team lead can stop some of it."
-                )
+        tries: list[tuple[str, int]] = []
+        if w.replicas == 1 and b.kind in ("quota", "capacity"):
+            if b.kind == "capacity" and w.gpu_milli >= 2000:
+                # Fewer whole GPUs on the same class, then the same amount elsewhere.
+                tries.append((w.gpu_class, (w.gpu_milli // 2000) * 1000))
+            elif b.kind == "capacity" and w.gpu_milli == 1000:
+                tries.append((w.gpu_class, 500))
+            tries += [(name, w.gpu_milli) for name in others]
+        for name, milli in tries:
+            if len(suggestions) >= 2:
+                break
+            if self.starts_now(w, name, milli):
+                if name == w.gpu_class:
+                    text = f"Ask for {format_milli(milli)} GPU instead: it would start now."
+                else:
+                    text = (
+                        f"{format_milli(milli)} GPU of {name} would start now: {w.team} has "
+                        "room in its quota there."
+                    )
+                suggestions.append(Suggestion(name, milli, text))
+        tips.extend(s.text for s in suggestions)
+        if b.kind == "quota" and not suggestions:
+            tips.append(
+                f"Your team is at its limit for {w.gpu_class}: it starts when your team's "
+                "running work there ends, or a team lead can stop some of it."
+            )
         elif b.kind == "user":
             tips.append("Ask a team lead to raise the per-user cap, or stop one of your workloads.")
-        elif b.kind == "capacity" and w.replicas == 1:
-            tries: list[tuple[str, int]] = [(name, w.gpu_milli) for name in others]
-            if w.gpu_milli >= 1000:
-                smaller = (w.gpu_milli // 2000) * 1000 if w.gpu_milli >= 2000 else 500
-                tries = [(w.gpu_class, smaller), *tries, *[(n, smaller) for n in others]]
-            for name, milli in tries:
-                if len(tips) >= 2:
-                    break
-                if self.starts_now(w.team, name, milli, w.cpu_milli, w.memory_mib):
-                    tips.append(f"{format_milli(milli)} GPU of {name} would start now.")
-        result = tuple(tips)
+        result = (tuple(tips), tuple(suggestions))
         self._memo[memo] = result
         return result
+
+
+def shape_fits(gpu_class: GpuClassSpec, gpu_milli: int) -> bool:
+    """Whether ``gpu_class`` can serve one replica of ``gpu_milli`` as asked: whole GPUs for a
+    ``whole`` class, at most one GPU and a profile for ``mig``, whole GPUs above one GPU."""
+    if gpu_milli > 1000 and gpu_milli % 1000:
+        return False
+    if gpu_class.sharing_mode == catalog_core.SHARING_WHOLE and gpu_milli % 1000:
+        return False
+    try:
+        replica_demand(gpu_class, gpu_milli)
+        charged_milli(gpu_milli, gpu_class)
+    except (DemandError, ResourceMappingError):
+        return False
+    return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -13,8 +14,9 @@ from django.utils import timezone
 
 from apps.accounts.models import Team, User
 from apps.accounts.selectors import teams_visible_to
-from apps.catalog.models import Cluster, GpuClass
+from apps.catalog.models import Cluster, GpuClass, Image
 from apps.scheduling import core, handoff, selectors
+from apps.scheduling import verdict as verdict_core
 from apps.scheduling.data import (
     BATCH,
     DEVELOPMENT,
@@ -22,13 +24,19 @@ from apps.scheduling.data import (
     TRAINING,
     CycleResult,
     Policy,
+    Preemption,
     WaitingWorkload,
 )
+from apps.scheduling.verdict import Verdict
 from apps.workloads import core as workload_core
 from apps.workloads import rules, sizing
 from apps.workloads.models import Workload
-from apps.workloads.selectors import preemption_grace_seconds
-from apps.workloads.services import workload_transition
+from apps.workloads.selectors import (
+    QuotaUsage,
+    preemption_grace_seconds,
+    quota_usage_for_teams,
+)
+from apps.workloads.services import workload_request_check, workload_transition
 
 log = logging.getLogger(__name__)
 
@@ -260,25 +268,17 @@ def confirmation_needed(victims: list[PreemptionVictim]) -> bool:
     return any(v.same_team for v in victims)
 
 
-def preemption_preview(
+def _candidate(
     *,
     actor: User,
     team: Team,
     gpu_class: GpuClass,
     request: rules.WorkloadRequest,
     charge: rules.Charge,
-    now: datetime | None = None,
-) -> list[PreemptionVictim]:
-    """The running workloads that submitting ``request`` (accepted, as ``charge``) now would
-    preempt: the scheduling core's own decision on the current snapshot with the request
-    added as the newest waiting workload (:func:`core.preview_preemptions`). Writes nothing
-    and takes no lock: what a door shows before asking the person to confirm."""
-    now = now or timezone.now()
-    snapshot = selectors.scheduling_snapshot(
-        now=now, half_life_seconds=settings.SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS
-    )
+    now: datetime,
+) -> WaitingWorkload:
     defaults = {f.name: f.get_default() for f in Workload._meta.fields}
-    candidate = WaitingWorkload(
+    return WaitingWorkload(
         id=core.PREVIEW_ID,
         team=team.name,
         owner=actor.get_username(),
@@ -293,7 +293,11 @@ def preemption_preview(
         max_runtime_seconds=request.max_runtime_seconds,
         name=request.name,
     )
-    preemptions = core.preview_preemptions(snapshot, candidate, scheduling_policy())
+
+
+def _victims(
+    actor: User, team: Team, preemptions: tuple[Preemption, ...]
+) -> list[PreemptionVictim]:
     rows = Workload.objects.select_related("owner", "team", "gpu_class").in_bulk(
         [p.workload_id for p in preemptions]
     )
@@ -318,3 +322,116 @@ def preemption_preview(
             )
         )
     return victims
+
+
+def preemption_preview(
+    *,
+    actor: User,
+    team: Team,
+    gpu_class: GpuClass,
+    request: rules.WorkloadRequest,
+    charge: rules.Charge,
+    now: datetime | None = None,
+) -> list[PreemptionVictim]:
+    """The running workloads that submitting ``request`` (accepted, as ``charge``) now would
+    preempt: the scheduling core's own decision on the current snapshot with the request
+    added as the newest waiting workload (:func:`verdict.preview`). Writes nothing
+    and takes no lock: what a door shows before asking the person to confirm."""
+    return request_verdict(
+        actor=actor, team=team, gpu_class=gpu_class, request=request, charge=charge, now=now
+    ).victims
+
+
+@dataclass(frozen=True)
+class RequestVerdict:
+    """What submitting a request now would do (:mod:`apps.scheduling.verdict`), with the
+    workloads it would preempt named as the person asking may see them."""
+
+    verdict: Verdict
+    victims: list[PreemptionVictim]
+
+    @property
+    def headline(self) -> str:
+        return self.verdict.headline("; ".join(v.describe() for v in self.victims))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The verdict as the API's dry run and the portal's live verdict answer it."""
+        v = self.verdict
+        return {
+            "outcome": v.outcome,
+            "headline": self.headline,
+            "reason": v.reason,
+            "nodes": list(v.nodes),
+            "cluster": v.cluster or None,
+            "borrowed": v.borrowed,
+            "queue_position": v.position,
+            "estimated_start_at": v.estimated_start,
+            "estimated_wait_seconds": v.wait_seconds,
+            "advice": list(v.advice),
+        }
+
+
+def request_verdict(
+    *,
+    actor: User,
+    team: Team,
+    gpu_class: GpuClass,
+    request: rules.WorkloadRequest,
+    charge: rules.Charge,
+    now: datetime | None = None,
+) -> RequestVerdict:
+    """The scheduling core's dry run for ``request`` (accepted by the rules, as ``charge``) on
+    the current snapshot: starts now (where), would preempt (whom), or waits (position,
+    estimate, reason and advice of one computation). Writes nothing and takes no lock."""
+    now = now or timezone.now()
+    snapshot = selectors.scheduling_snapshot(
+        now=now, half_life_seconds=settings.SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS
+    )
+    candidate = _candidate(
+        actor=actor, team=team, gpu_class=gpu_class, request=request, charge=charge, now=now
+    )
+    verdict = verdict_core.preview(snapshot, candidate, scheduling_policy())
+    return RequestVerdict(verdict, _victims(actor, team, verdict.preemptions))
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """A request checked by the rules and run through the scheduler without recording it:
+    what it is charged, what it costs per hour while it runs, the team's quota left on the
+    class now, and the verdict. One answer for the API's dry run and the portal's form."""
+
+    charge: rules.Charge
+    answer: RequestVerdict
+    hourly_cost: Decimal
+    quota: QuotaUsage | None
+
+    @property
+    def quota_left_milli(self) -> int | None:
+        if self.quota is None:
+            return None
+        return max(0, self.quota.limit_milli - self.quota.used_milli)
+
+
+def request_dry_run(
+    *,
+    actor: User,
+    team: Team,
+    gpu_class: GpuClass,
+    image: Image,
+    request: rules.WorkloadRequest,
+    now: datetime | None = None,
+) -> DryRun:
+    """The rules (``ValidationError`` with field → message, as a submission), then the
+    scheduler's verdict. Records nothing."""
+    charge = workload_request_check(
+        actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
+    )
+    answer = request_verdict(
+        actor=actor, team=team, gpu_class=gpu_class, request=request, charge=charge, now=now
+    )
+    at_once = charge.parallelism or charge.replicas
+    hourly = (Decimal(charge.charged_milli * at_once) * gpu_class.hourly_cost / 1000).quantize(
+        Decimal("0.01")
+    )
+    usage = next((u for u in quota_usage_for_teams([team]) if u.gpu_class.pk == gpu_class.pk), None)
+    return DryRun(charge, answer, hourly, usage)

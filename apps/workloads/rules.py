@@ -10,7 +10,8 @@ the door (DESIGN.md, "Accounting").
 The rules, by field:
 
 - ``kind``: notebook, training or sweep.
-- ``name``: 1–100 characters, no control characters.
+- ``name``: 1–100 characters, no control characters, no invisible formatting characters
+  (bidirectional overrides and isolates, zero-width marks, line separators).
 - ``gpu_milli`` per replica: a positive whole number of milli-GPU; more than one GPU only
   in whole GPUs; per sharing mode: ``whole`` gives whole GPUs only (a fraction is refused
   with the rounded-up amount to ask for), ``mig`` at most one GPU and a profile of the class
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -68,6 +70,10 @@ KIND_LABELS = {
     core.KIND_SWEEP: "sweep",
 }
 MAX_NAME_LENGTH = 100
+# Unicode categories a name may not hold: format characters (bidirectional overrides and
+# isolates, zero-width joiners and marks), line and paragraph separators, unassigned and
+# private-use code points, lone surrogates.
+HIDDEN_CATEGORIES = frozenset({"Cf", "Zl", "Zp", "Cn", "Co", "Cs"})
 MAX_GPU_MILLI = 64 * MILLI  # per replica
 MAX_NODES = 64  # replicas of a training job
 MAX_GRID_POINTS = 256
@@ -323,6 +329,7 @@ class Context:
     secrets: Sequence[SecretFacts] = ()  # the team's and the asking person's own
     reserved_env: ReservedEnv = DEFAULT_RESERVED_ENV  # the ENV_RESERVED setting
     datasets: Sequence[DatasetFacts] = ()  # the team's
+    admin: bool = False  # a platform admin asks (who can give quota themselves)
 
 
 @dataclass(frozen=True)
@@ -557,8 +564,15 @@ def name_problem(name: str) -> str | None:
         return NAME_MISSING
     if len(name) > MAX_NAME_LENGTH:
         return f"The name has {len(name)} characters; at most {MAX_NAME_LENGTH}."
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
         return "The name may not contain control characters (tabs, line breaks)."
+    hidden = next((c for c in name if unicodedata.category(c) in HIDDEN_CATEGORIES), None)
+    if hidden is not None:
+        return (
+            "The name may not contain invisible formatting characters such as bidirectional "
+            f"overrides or zero-width marks (found U+{ord(hidden):04X}): they make a name read "
+            "differently from what it is."
+        )
     return None
 
 
@@ -684,7 +698,8 @@ def command_problems(kind: str, command: Sequence[str], args: Sequence[str]) -> 
         if key in errors:
             continue
         if len(words) > MAX_WORDS:
-            errors[key] = f"The {what} has {len(words)} words; at most {MAX_WORDS}."
+            verb = "have" if what == "arguments" else "has"
+            errors[key] = f"The {what} {verb} {len(words)} words; at most {MAX_WORDS}."
         elif any(not isinstance(w, str) for w in words):
             errors[key] = f"Each word of the {what} must be text."
         elif any(len(w) > MAX_WORD_LENGTH for w in words):
@@ -848,7 +863,8 @@ def capacity_problems(
     limit = quota.limit_milli if quota else 0
     if limit <= 0:
         errors["gpu_class"] = (
-            f"{context.team} has no quota for {gpu_class.name}; ask a platform admin."
+            f"{context.team} has no quota for {gpu_class.name}; "
+            f"{no_quota_advice(admin=context.admin)}."
         )
     elif total > limit:
         _put(
@@ -864,6 +880,13 @@ def capacity_problems(
             f"{format_milli(quota.per_user_cap_milli)} GPU in {context.team}.",
         )
     return errors
+
+
+def no_quota_advice(*, admin: bool) -> str:
+    """Who gives a team quota for a class, as the person asking should read it."""
+    if admin:
+        return "give it one under Team quotas in the admin"
+    return "ask a platform admin for one"
 
 
 # --- secrets --------------------------------------------------------------------------------------

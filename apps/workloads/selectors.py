@@ -309,6 +309,7 @@ def request_context(*, actor: User, team: Team, gpu_class: GpuClass, image: Imag
             else rules.ReservedEnv.of(settings.ENV_RESERVED)
         ),
         datasets=tuple(team_datasets(team)),
+        admin=actor.is_staff,
     )
 
 
@@ -534,3 +535,51 @@ def gpu_class_capacity(classes: QuerySet[GpuClass] | None = None) -> list[GpuCla
             )
         )
     return result
+
+
+# --- what a request form offers: the classes a team may use ------------------------------------
+
+
+@dataclass(frozen=True)
+class ClassOffer:
+    """An enabled GPU class as a team's request form shows it: usable when the team has a
+    quota limit above zero (with what is left of it now), else the reason it is not."""
+
+    gpu_class: GpuClass
+    usage: QuotaUsage | None
+    why_not: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return not self.why_not
+
+    @property
+    def left_milli(self) -> int:
+        return 0 if self.usage is None else max(0, self.usage.limit_milli - self.usage.used_milli)
+
+
+def class_offers_for_team(team: Team | None, *, admin: bool = False) -> list[ClassOffer]:
+    """Every enabled class for ``team``'s request form, by name: those it has quota for are
+    usable; the others say why not (no quota), and who may give it."""
+    classes = list(gpu_classes_offered().order_by("name"))
+    usages = {u.gpu_class.pk: u for u in quota_usage_for_teams([team])} if team is not None else {}
+    who = rules.no_quota_advice(admin=admin)
+    offers = []
+    for gpu_class in classes:
+        usage = usages.get(gpu_class.pk)
+        why = ""
+        if team is None:
+            why = "choose a team first"
+        elif usage is None or usage.limit_milli <= 0:
+            why = f"{team.name} has no quota for it; {who}"
+        offers.append(ClassOffer(gpu_class, usage, why))
+    return offers
+
+
+def usable_class_ids_for(teams: Iterable[Team]) -> set[int]:
+    """The GPU classes any of ``teams`` has a quota limit above zero for."""
+    return set(
+        TeamQuota.objects.filter(team__in=list(teams), limit_milli__gt=0).values_list(
+            "gpu_class_id", flat=True
+        )
+    )

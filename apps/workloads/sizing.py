@@ -1,14 +1,9 @@
 """How much GPU to ask for: the amounts a class offers and a memory-based sizing helper. Pure.
 
-The sizing rule of thumb (shown to the user as it is computed)::
-
-    GPU memory ≈ parameters × bytes per parameter (precision) × task factor
-
-Task factors: inference 1.2 (weights plus about 20% for KV cache and activations); LoRA
-fine-tune 1.5 (frozen weights plus adapters, their optimizer state and activations); full
-fine-tune 4.8 (weights, gradients and two Adam moments, plus about 20% for activations).
-It is an estimate for picking a first size, not a guarantee: long contexts and large
-batches need more.
+The memory a model needs comes from :mod:`apps.workloads.memory`, part by part (weights, KV
+cache, adapters, gradients, optimizer states, activations), and is shown to the user as it is
+computed. The helper then suggests, per class, the smallest offered amount that holds it. It
+is an estimate for picking a first size, not a guarantee.
 """
 
 from __future__ import annotations
@@ -16,11 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from apps.catalog import core as catalog_core
 from apps.catalog.resources import GpuClassSpec, ResourceMappingError, charged_milli, gpu_resources
+from apps.workloads import memory
 
-PRECISION_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp8": 1.0, "int4": 0.5}
+PRECISION_BYTES: dict[str, float] = memory.BYTES
 PRECISION_LABELS: dict[str, str] = {
     "fp32": "fp32 (4 bytes)",
     "bf16": "bf16 / fp16 (2 bytes)",
@@ -28,18 +25,24 @@ PRECISION_LABELS: dict[str, str] = {
     "int4": "int4 (½ byte)",
 }
 
-TASK_INFERENCE = "inference"
-TASK_LORA = "lora"
-TASK_FULL = "full"
-TASK_FACTORS: dict[str, tuple[float, str]] = {
-    TASK_INFERENCE: (1.2, "inference: weights + ~20% KV cache and activations"),
-    TASK_LORA: (1.5, "LoRA fine-tune: frozen weights + adapters, optimizer and activations"),
-    TASK_FULL: (4.8, "full fine-tune: weights, gradients, 2 Adam moments + ~20% activations"),
-}
+TASK_INFERENCE = memory.INFERENCE
+TASK_LORA = memory.LORA
+TASK_QLORA = memory.QLORA
+TASK_FULL = memory.FULL
 TASK_LABELS: dict[str, str] = {
     TASK_INFERENCE: "Inference",
     TASK_LORA: "LoRA fine-tune",
-    TASK_FULL: "Full fine-tune",
+    TASK_QLORA: "QLoRA fine-tune (4-bit base)",
+    TASK_FULL: "Full fine-tune (AdamW, mixed precision)",
+}
+PART_LABELS = {
+    "weights": "weights",
+    "kv_cache": "KV cache",
+    "adapters": "adapters",
+    "gradients": "gradients",
+    "optimizer": "optimizer states",
+    "activations": "activations",
+    "reserve": "runtime reserve",
 }
 # Whole-GPU amounts offered per replica (a node has at most 8 GPUs in every supported class).
 WHOLE_GPU_COUNTS = (1, 2, 4, 8)
@@ -164,17 +167,45 @@ class SizingEstimate:
         return self.options[0] if self.options else None
 
 
-def estimate_memory_mib(params_billions: float, precision: str, task: str) -> int:
-    if precision not in PRECISION_BYTES:
-        raise SizingError(
-            f"Unknown precision {precision!r}; use one of {', '.join(PRECISION_BYTES)}."
-        )
-    if task not in TASK_FACTORS:
-        raise SizingError(f"Unknown task {task!r}; use one of {', '.join(TASK_FACTORS)}.")
-    if not params_billions > 0:
-        raise SizingError("The model size must be positive.")
-    total_bytes = params_billions * 1e9 * PRECISION_BYTES[precision] * TASK_FACTORS[task][0]
-    return math.ceil(total_bytes / (1024 * 1024))
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the person knows of the model and how it is used; unknown counts are derived."""
+
+    params_billions: float
+    precision: str = "bf16"
+    task: str = TASK_INFERENCE
+    context: int = 4096
+    batch: int = 1
+    layers: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    lora_rank: int = 16
+    checkpointing: bool = True
+
+    def breakdown(self) -> memory.Breakdown:
+        try:
+            shape = memory.shape_of(
+                self.params_billions, layers=self.layers, heads=self.heads, kv_heads=self.kv_heads
+            )
+            return memory.estimate(
+                shape,
+                memory.Usage(
+                    task=self.task,
+                    precision=self.precision,
+                    context=self.context,
+                    batch=self.batch,
+                    lora_rank=self.lora_rank,
+                    checkpointing=self.checkpointing,
+                ),
+            )
+        except memory.EstimateError as exc:
+            raise SizingError(str(exc)) from exc
+
+
+def estimate_memory_mib(params_billions: float, precision: str, task: str, **known: Any) -> int:
+    """GPU memory in MiB for the model used so (``known``: the other :class:`ModelFacts`)."""
+    facts = ModelFacts(params_billions, precision, task, **known)
+    return math.ceil(facts.breakdown().total_bytes / (1024 * 1024))
 
 
 def _smallest_fit(needed_mib: int, sc: SizingClass) -> SizingOption | None:
@@ -197,26 +228,45 @@ def _smallest_fit(needed_mib: int, sc: SizingClass) -> SizingOption | None:
 
 
 def size_request(
-    *, params_billions: float, precision: str, task: str, classes: Iterable[SizingClass]
+    *,
+    params_billions: float,
+    precision: str,
+    task: str,
+    classes: Iterable[SizingClass],
+    **known: Any,
 ) -> SizingEstimate:
     """Estimated GPU memory and, per class, the smallest offered amount that holds it.
 
     Options are ordered cheapest first (then smallest, then memory-isolated before
     time-sliced); the first one is the suggestion.
     """
-    needed = estimate_memory_mib(params_billions, precision, task)
-    factor, why = TASK_FACTORS[task]
-    formula = (
-        f"{params_billions:g} B parameters × {PRECISION_BYTES[precision]:g} bytes ({precision}) "
-        f"× {factor:g} ({why}) ≈ {needed / MIB_PER_GIB:.1f} GiB"
+    facts = ModelFacts(params_billions, precision, task, **known)
+    found = facts.breakdown()
+    needed = math.ceil(found.total_bytes / (1024 * 1024))
+    terms = " + ".join(
+        f"{PART_LABELS.get(p.name, p.name)} {p.bytes / 1024**3:.1f} GiB ({p.how})"
+        for p in found.parts
     )
+    formula = f"{terms} ≈ {needed / MIB_PER_GIB:.1f} GiB"
     options = [o for sc in classes if (o := _smallest_fit(needed, sc)) is not None]
     options.sort(key=lambda o: (o.hourly_cost, o.gpu_milli, not o.memory_isolated, o.gpu_class))
     notes: list[str] = []
+    shape = found.shape
+    if not shape.stated:
+        notes.append(
+            f"Layers and heads not given: assumed {shape.layers} layers, hidden size "
+            f"{shape.hidden} and {shape.heads} heads (a decoder of this size); give them for a "
+            "closer KV cache and activation estimate."
+        )
     if not options:
         notes.append(
-            "No single replica of any class holds this model: use a training job with several "
-            "nodes, a lower precision, or LoRA instead of a full fine-tune."
+            "No single replica of any class holds this: use a training job with several nodes, "
+            "a lower precision, QLoRA, or a shorter context or smaller batch."
+        )
+    elif options[0].gpu_milli > 1000:
+        notes.append(
+            f"{options[0].amount} hold it only together: shard the model across them (FSDP or "
+            "DeepSpeed ZeRO-3 for training, tensor parallelism for inference)."
         )
     if any(not o.memory_isolated for o in options):
         notes.append(

@@ -27,6 +27,10 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 PLATFORM_CONTACT = env_str("PLATFORM_CONTACT", "your platform team")
+# The currency GPU classes' hourly costs, budgets and chargeback are in (shown beside every cost).
+PLATFORM_CURRENCY = env_str("PLATFORM_CURRENCY", "EUR").strip()
+if not 1 <= len(PLATFORM_CURRENCY) <= 8 or not PLATFORM_CURRENCY.isprintable():
+    raise ImproperlyConfigured("PLATFORM_CURRENCY must be a short code or symbol, e.g. EUR.")
 
 INSTALLED_APPS = [
     "apps.adminsite.config.GpupaasAdminConfig",  # Django's admin, with a guarded sign-in

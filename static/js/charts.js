@@ -9,16 +9,25 @@
 
   var palette = ["#0a58ca", "#1a7f37", "#bf8700", "#8250df", "#b42318", "#57606a"];
 
+  // One colour per GPU class (or per thing measured): its "allocated" line dashed and thin,
+  // its "used" line solid and thick, so a pair is read together in the legend.
   function chart(target, data, opts) {
     var series = [{}];
     var columns = [data.x];
-    (data.series || []).forEach(function (s, i) {
-      var used = / used$/.test(s.label);
+    var colours = {};
+    (data.series || []).forEach(function (s) {
+      var match = / (allocated|used)$/.exec(s.label);
+      var subject = match ? s.label.slice(0, match.index) : s.label;
+      var used = !match || match[1] === "used";
+      if (!(subject in colours)) {
+        colours[subject] = palette[Object.keys(colours).length % palette.length];
+      }
       series.push({
-        label: s.label,
-        stroke: palette[Math.floor(i % palette.length)],
+        label: match ? subject + ": " + (used ? "used (solid)" : "allocated (dashed)") : s.label,
+        stroke: colours[subject],
+        fill: used && match ? colours[subject] + "22" : undefined,
         dash: used ? [] : [6, 4],
-        width: used ? 2 : 1.5,
+        width: used ? 2.5 : 1.5,
         value: function (u, v) {
           return v == null ? "–" : v.toFixed(2) + ((opts && opts.unit) || "");
         },
@@ -55,11 +64,11 @@
           say(target, d.error || "No samples yet.");
           return;
         }
-        chart(target, {x: d.x, series: [{label: "utilisation used", values: d.utilisation}]},
+        chart(target, {x: d.x, series: [{label: "GPU utilisation", values: d.utilisation}]},
               {axis: "%", unit: "%", scales: {y: {range: [0, 100]}}, height: 200});
         var memory = document.getElementById(target.dataset.memoryChart);
         if (memory) {
-          chart(memory, {x: d.x, series: [{label: "memory used", values: d.memory_mib}]},
+          chart(memory, {x: d.x, series: [{label: "GPU memory used", values: d.memory_mib}]},
                 {axis: "MiB", unit: " MiB", height: 160});
         }
       })

@@ -1,9 +1,38 @@
 // Small progressive enhancements for the portal; every page works without them.
 // - forms with data-confirm ask before submitting (cancel);
 // - the "Follow live" logs button streams new lines over server-sent events;
-// - a request form that came back with errors moves focus to its error summary.
+// - a request form that came back with errors moves focus to its error summary;
+// - copy buttons copy a token or value to the clipboard.
 (function () {
   "use strict";
+
+  // Copy buttons: data-copy names the element whose text goes to the clipboard.
+  document.addEventListener("click", function (event) {
+    var button = event.target instanceof Element ? event.target.closest("[data-copy]") : null;
+    if (!button) {
+      return;
+    }
+    var source = document.getElementById(button.dataset.copy);
+    var status = document.getElementById(button.dataset.copy + "-copied");
+    if (!source || !navigator.clipboard) {
+      if (status) {
+        status.textContent = "Select the text and copy it with your keyboard.";
+      }
+      return;
+    }
+    navigator.clipboard.writeText(source.textContent.trim()).then(
+      function () {
+        if (status) {
+          status.textContent = "Copied to the clipboard.";
+        }
+      },
+      function () {
+        if (status) {
+          status.textContent = "Copying was refused: select the text and copy it yourself.";
+        }
+      }
+    );
+  });
 
   document.addEventListener("submit", function (event) {
     var form = event.target;

@@ -10,6 +10,7 @@ from apps.audit.models import AuditEvent
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
 from tests.plugins.cast import Cast
+from tests.preemption import one_node, running_on_every_gpu
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,10 @@ def body(cast: Cast, **overrides: Any) -> dict[str, Any]:
 def test_dry_run_answers_what_would_be_charged_and_records_nothing(cast: Cast, api: Client) -> None:
     response = api(cast.owner).post(URL, body(cast), "json")
     assert response.status_code == 200, response.json()
-    assert response.json() == {
+    answer = response.json()
+    verdict = answer.pop("verdict")
+    assert verdict["outcome"] == "waits"  # no node of the class is known yet
+    assert answer == {
         "valid": True,
         "kind": "training",
         "name": "resnet",
@@ -45,6 +49,8 @@ def test_dry_run_answers_what_would_be_charged_and_records_nothing(cast: Cast, a
         "replicas": 2,
         "total_milli": 4000,
         "priority_class": "training",
+        "hourly_cost": f"{4 * cast.gpu_class.hourly_cost:.2f}",
+        "currency": "EUR",
         "would_preempt": [],
         "confirmation_needed": False,
     }
@@ -96,3 +102,71 @@ def test_outsider_dry_run_into_another_team_is_refused(cast: Cast, api: Client) 
     response = api(cast.outsider).post(URL, body(cast, team=cast.team.slug), "json")
     assert response.status_code == 400
     assert response.json()["fields"] == {"team": ["You are not a member of a team “vision”."]}
+
+
+def test_create_with_dry_run_true_answers_the_verdict_and_creates_nothing(
+    cast: Cast, api: Client
+) -> None:
+    one_node(cast.gpu_class)
+    client = api(cast.owner)
+    created = client.post("/api/v1/workloads/?dry_run=true", body(cast, replicas=1), "json")
+    checked = client.post(URL, body(cast, replicas=1), "json")
+    assert created.status_code == checked.status_code == 200, created.json()
+    assert created.json() == checked.json()
+    verdict = created.json()["verdict"]
+    node = f"{cast.gpu_class.name.lower()}-0"
+    assert verdict["outcome"] == "starts"
+    assert verdict["nodes"] == [node]
+    assert verdict["headline"].startswith(f"Starts now on {node}")
+    assert not Workload.objects.exists()
+
+
+def test_dry_run_verdict_waits_with_position_reason_and_estimate(cast: Cast, api: Client) -> None:
+    running_on_every_gpu(
+        one_node(cast.gpu_class),
+        team=cast.team,
+        owner=cast.teammate,
+        kind=Workload.Kind.TRAINING,
+        priority_class=Workload.Priority.TRAINING,
+        max_runtime_seconds=3 * 3600,  # admitted 2 h ago: frees its GPUs in about 1 h
+    )
+    response = api(cast.owner).post(
+        "/api/v1/workloads/?dry_run=true", body(cast, replicas=1), "json"
+    )
+    assert response.status_code == 200, response.json()
+    verdict = response.json()["verdict"]
+    assert verdict["outcome"] == "waits"
+    assert verdict["queue_position"] == 1
+    assert 55 * 60 <= verdict["estimated_wait_seconds"] <= 65 * 60
+    assert verdict["headline"].startswith("Waits: #1, about 1 h")
+    assert verdict["reason"].startswith("Team quota reached")
+    assert "because team quota reached" in verdict["headline"]
+    assert Workload.objects.count() == 1
+
+
+def test_dry_run_verdict_would_preempt_names_the_victims(cast: Cast, api: Client) -> None:
+    notebook = running_on_every_gpu(
+        one_node(cast.gpu_class), name="big", team=cast.team, owner=cast.teammate
+    )
+    response = api(cast.owner).post("/api/v1/workloads/?dry_run=1", body(cast, replicas=1), "json")
+    assert response.status_code == 200, response.json()
+    verdict = response.json()["verdict"]
+    assert verdict["outcome"] == "preempts"
+    assert verdict["headline"].startswith(f"Would preempt: #{notebook.pk} notebook “big”")
+    assert Workload.objects.count() == 1
+
+
+def test_dry_run_flag_that_is_not_a_boolean_is_a_400(cast: Cast, api: Client) -> None:
+    response = api(cast.owner).post("/api/v1/workloads/?dry_run=maybe", body(cast), "json")
+    assert response.status_code == 400
+    assert "dry_run" in response.json()["fields"]
+    assert not Workload.objects.exists()
+
+
+def test_dry_run_of_a_refused_request_is_the_same_400(cast: Cast, api: Client) -> None:
+    client = api(cast.owner)
+    bad = body(cast, gpu_milli=8000, replicas=4)
+    checked = client.post("/api/v1/workloads/?dry_run=true", bad, "json")
+    submitted = client.post("/api/v1/workloads/", bad, "json")
+    assert checked.status_code == submitted.status_code == 400
+    assert checked.json() == submitted.json()

@@ -292,6 +292,7 @@ def test_sizing_helper_shows_formula_and_suggests_class_and_amount(portal: Porta
             "params_billions": "7",
             "precision": "bf16",
             "task": "inference",
+            "context": "1024",
             "kind": "notebook",
             "inline": "1",
         },
@@ -299,7 +300,7 @@ def test_sizing_helper_shows_formula_and_suggests_class_and_amount(portal: Porta
     )
     html = response.content.decode()
     assert "<html" not in html  # a partial for htmx
-    assert "7 B parameters × 2 bytes (bf16) × 1.2" in html
+    assert "weights 13.0 GiB (7 B parameters × 2 bytes)" in html
     assert "Suggested: <strong>0.25 GPU of A100-80GB-MIG</strong>" in html
     assert (
         f'hx-get="/workloads/new/notebook/gpu/?gpu_class={portal.mig.pk}&amp;gpu_milli=250"' in html

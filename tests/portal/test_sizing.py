@@ -56,11 +56,15 @@ def test_every_offered_fraction_maps_to_the_profile_it_is_named_after() -> None:
     assert "no memory isolation" in sizing.describe_amount(250, L40S_TS)
 
 
-def test_memory_estimate_is_parameters_times_bytes_times_task_factor() -> None:
-    # 7 B × 2 bytes × 1.2 = 16.8e9 bytes = 16022 MiB (rounded up)
-    assert sizing.estimate_memory_mib(7, "bf16", "inference") == 16022
-    assert sizing.estimate_memory_mib(7, "int4", "inference") == 4006
-    assert sizing.estimate_memory_mib(7, "bf16", "full") == 64087
+def test_memory_estimate_is_the_sum_of_the_memory_cores_parts() -> None:
+    # 7 B × 2 bytes = 13.04 GiB of weights, a 1-token KV cache and the 1 GiB reserve.
+    short = sizing.estimate_memory_mib(7, "bf16", "inference", context=1)
+    assert short == pytest.approx(7e9 * 2 / 2**20 + 1024, abs=2)
+    assert sizing.estimate_memory_mib(7, "int4", "inference", context=1) < short / 3
+    # Full fine-tune: 16 bytes a parameter before activations, never the old 4.8 × 2 bytes.
+    assert sizing.estimate_memory_mib(7, "bf16", "full") > 7e9 * 16 / 2**20
+    # Longer contexts and bigger batches need more (the KV cache).
+    assert sizing.estimate_memory_mib(7, "bf16", "inference", context=32768, batch=4) > 2 * short
 
 
 @pytest.mark.parametrize(
@@ -76,12 +80,12 @@ def test_sizing_refuses_unknown_precision_task_or_size(
 
 def test_small_model_inference_is_suggested_the_cheapest_fraction_that_fits() -> None:
     estimate = sizing.size_request(
-        params_billions=7, precision="bf16", task="inference", classes=CLASSES
+        params_billions=7, precision="bf16", task="inference", classes=CLASSES, context=1024
     )
-    assert "7 B parameters × 2 bytes (bf16) × 1.2" in estimate.formula
-    assert "15.6 GiB" in estimate.formula
+    assert "weights 13.0 GiB (7 B parameters × 2 bytes)" in estimate.formula
+    assert "14.6 GiB" in estimate.formula
     by_class = {o.gpu_class: o for o in estimate.options}
-    # 15.6 GiB: MIG needs 2g.20gb, a quarter of the L40S has only 11 GiB so it takes half.
+    # 14.6 GiB: MIG needs 2g.20gb, a quarter of the L40S has only 11 GiB so it takes half.
     assert by_class["A100-80GB-MIG"].gpu_milli == 250
     assert by_class["A100-80GB-MIG"].description.endswith("MIG 2g.20gb")
     assert by_class["L40S-48GB"].gpu_milli == 500
@@ -96,11 +100,15 @@ def test_small_model_inference_is_suggested_the_cheapest_fraction_that_fits() ->
 
 
 def test_large_full_fine_tune_needs_several_whole_gpus() -> None:
+    # 13 B with AdamW in mixed precision: 16 bytes a parameter (≈ 208 GB) before activations,
+    # so two H100 (160 GB) would run out of memory: four, sharded.
     estimate = sizing.size_request(
         params_billions=13, precision="bf16", task="full", classes=CLASSES
     )
+    assert estimate.memory_mib * 2**20 > 208e9
     by_class = {o.gpu_class: o for o in estimate.options}
-    assert by_class["H100-80GB"].gpu_milli == 2000
+    assert by_class["H100-80GB"].gpu_milli == 4000
+    assert any("FSDP" in note for note in estimate.notes)
     assert "A100-80GB-MIG" not in by_class  # MIG: at most one GPU per replica
 
 
@@ -111,3 +119,15 @@ def test_model_too_large_for_any_replica_says_so() -> None:
     assert estimate.options == ()
     assert estimate.suggestion is None
     assert "several nodes" in estimate.notes[0]
+
+
+def test_time_sliced_amounts_never_say_more_slices_than_a_gpu_has() -> None:
+    assert sizing.describe_amount(250, L40S_TS).startswith(
+        "1 of the 4 time slices of one L40S-48GB — "
+    )
+    two = sizing.describe_amount(2000, L40S_TS)
+    assert two.startswith("2 × L40S-48GB (all 4 time slices of each) — ")
+    assert "8 of 4" not in two
+    assert sizing.describe_amount(1500, L40S_TS).startswith(
+        "1 × L40S-48GB (all 4 time slices of each) + 2 of the 4 time slices of one L40S-48GB"
+    )

@@ -237,10 +237,15 @@ def test_advice_names_a_fraction_elsewhere_that_would_start_now() -> None:
     result = schedule(
         snapshot(running=held, nodes=fleet, waiting=[waiting("vision", 1000)], quotas=quotas)
     )
-    assert "0.5 GPU of A100-HAMi would start now." in result.waiting[0].advice
+    # The same amount on a class that can serve it (a fraction only if the class shares GPUs).
+    assert result.waiting[0].advice == (
+        "1 GPU of A100-HAMi would start now: vision has room in its quota there.",
+    )
+    (suggestion,) = result.waiting[0].suggestions
+    assert (suggestion.gpu_class, suggestion.gpu_milli) == ("A100-HAMi", 1000)
 
 
-def test_advice_for_a_team_at_its_limit_points_to_idle_gpus() -> None:
+def test_advice_for_a_team_at_its_limit_points_to_a_class_where_it_has_room() -> None:
     fleet = nodes(H100, 1) + nodes(L40S, 1, gpus=4)
     quotas = [quota("vision", 1000, 1000), quota("vision", 0, 4000, gpu_class=L40S)]
     held = [running("vision", "h100-0", (0,), wid=10)]
@@ -248,7 +253,19 @@ def test_advice_for_a_team_at_its_limit_points_to_idle_gpus() -> None:
         snapshot(running=held, nodes=fleet, quotas=quotas, waiting=[waiting("vision", 1000)])
     )
     (advice,) = result.waiting[0].advice
-    assert "your team is at its limit" in advice.lower() and "batch class can use idle" in advice
+    assert advice == "1 GPU of L40S-48GB would start now: vision has room in its quota there."
+
+
+def test_advice_for_a_team_at_its_limit_everywhere_says_when_it_starts() -> None:
+    fleet = nodes(H100, 1) + nodes(L40S, 1, gpus=4)
+    quotas = [quota("vision", 1000, 1000), quota("vision", 0, 0, gpu_class=L40S)]
+    held = [running("vision", "h100-0", (0,), wid=10)]
+    result = schedule(
+        snapshot(running=held, nodes=fleet, quotas=quotas, waiting=[waiting("vision", 1000)])
+    )
+    (advice,) = result.waiting[0].advice
+    assert advice.startswith("Your team is at its limit for H100-80GB")
+    assert result.waiting[0].suggestions == ()
 
 
 def test_impossible_requests_are_rejected_not_queued_forever() -> None:

@@ -54,7 +54,7 @@ def test_a_sweep_is_charged_for_every_point_and_may_use_a_fraction_per_point() -
         JOB, kind="sweep", gpu_milli=125, grid={"lr": ["1", "2", "3"], "bs": ["8", "16"]}
     )
     assert rules.request_problems(sweep, context(gpu_class=MIG, quota=None)) == {
-        "gpu_class": "Vision has no quota for A100-MIG; ask a platform admin."
+        "gpu_class": "Vision has no quota for A100-MIG; ask a platform admin for one."
     }
     assert rules.request_problems(sweep, context(gpu_class=MIG)) == {}
     # Each point gets a 1g.10gb instance: one of seven compute slices, 143 milli.
@@ -179,3 +179,34 @@ def test_a_gang_larger_than_the_nodes_of_one_cluster_is_refused_at_submit() -> N
     assert "at most 2" in refused["replicas"]
     # Trials of a sweep are not a gang: three at once need no three nodes.
     assert "replicas" not in rules.capacity_problems(8000, 3, ctx)
+
+
+@pytest.mark.parametrize(
+    "char",
+    [
+        "\u202e",  # right-to-left override
+        "\u202a",  # left-to-right embedding
+        "\u2066",  # left-to-right isolate
+        "\u200f",  # right-to-left mark
+        "\u200b",  # zero-width space
+        "\u2028",  # line separator
+        "\ufeff",  # byte order mark
+        "\u0085",  # next line (C1 control)
+    ],
+)
+def test_names_with_bidi_overrides_or_invisible_characters_are_refused(char: str) -> None:
+    problem = rules.name_problem(f"invoice{char}fdp.exe")
+    assert problem is not None
+    assert "control characters" in problem or f"U+{ord(char):04X}" in problem
+
+
+@pytest.mark.parametrize("name", ["résumé-bert", "模型-训练", "שלום-run", "llama 3 · 8B"])
+def test_names_in_any_script_are_accepted(name: str) -> None:
+    assert rules.name_problem(name) is None
+
+
+def test_too_many_arguments_is_said_in_good_grammar() -> None:
+    problems = rules.command_problems(core.KIND_TRAINING, ["python"], ["x"] * (rules.MAX_WORDS + 1))
+    assert problems["args"] == f"The arguments have {rules.MAX_WORDS + 1} words; at most 200."
+    problems = rules.command_problems(core.KIND_TRAINING, ["x"] * (rules.MAX_WORDS + 1), [])
+    assert problems["command"].startswith("The command has ")

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from itertools import chain
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -56,7 +57,12 @@ from apps.orchestration.selectors import (
     workload_cluster_events,
     workload_log_download,
 )
-from apps.scheduling.services import PreemptionVictim, confirmation_needed, preemption_preview
+from apps.scheduling.services import (
+    PreemptionVictim,
+    confirmation_needed,
+    preemption_preview,
+    request_dry_run,
+)
 from apps.workloads import idempotency as idem
 from apps.workloads import rules
 from apps.workloads.models import Workload
@@ -65,7 +71,6 @@ from apps.workloads.services import (
     workload_cancel,
     workload_clone,
     workload_delete,
-    workload_request_check,
     workload_resume,
     workload_submit,
     workload_suspend,
@@ -82,6 +87,17 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
         "submitting twice. Keys are per user and kept 24 hours."
     ),
 )
+
+DRY_RUN_PARAMETER = OpenApiParameter(
+    "dry_run",
+    bool,
+    description=(
+        "true: submit nothing; answer 200 with what it would be recorded and charged as and "
+        "the scheduler's verdict (starts now / would preempt / waits), as "
+        "POST /api/v1/workloads/validate/ does; or the 400 a submission would get."
+    ),
+)
+
 
 WORKLOAD_EXAMPLE = {
     "id": 42,
@@ -371,10 +387,13 @@ class WorkloadListView(APIView):
             "Records the request; it waits as pending/queued until the scheduler admits it. "
             "Quota, priority-class and fraction rules are checked and reported per field."
         ),
-        parameters=[IDEMPOTENCY_HEADER],
+        parameters=[IDEMPOTENCY_HEADER, DRY_RUN_PARAMETER],
         request=WorkloadCreateSerializer,
         responses={
             201: OpenApiResponse(WorkloadSerializer, description="Submitted (or replayed)."),
+            200: OpenApiResponse(
+                WorkloadCheckSerializer, description="dry_run=true: it would be accepted."
+            ),
             **error_responses(400, 403, 413),
             409: WOULD_PREEMPT_RESPONSE,
             422: OpenApiResponse(
@@ -431,6 +450,8 @@ class WorkloadListView(APIView):
         ],
     )
     def post(self, request: Request) -> Response:
+        if _dry_run_asked(request):
+            return Response(_dry_run(request))
         actor = _actor(request)
         serializer, team, gpu_class, image = _parse_submission(request, actor)
         confirmed = serializer.validated_data["confirm_preemption"]
@@ -447,6 +468,15 @@ class WorkloadListView(APIView):
             )
 
         return _create(request, actor, "submit", serializer.validated_data, submit)
+
+
+def _dry_run_asked(request: Request) -> bool:
+    value = request.query_params.get("dry_run", "").strip().lower()
+    if value in ("", "false", "0", "no"):
+        return False
+    if value in ("true", "1", "yes"):
+        return True
+    raise exceptions.ValidationError({"dry_run": "Say true or false."})
 
 
 def _parse_submission(
@@ -514,39 +544,61 @@ class WorkloadValidateView(APIView):
                     "replicas": 4,
                     "total_milli": 2000,
                     "priority_class": "batch",
+                    "hourly_cost": "1.60",
+                    "currency": "EUR",
                     "would_preempt": [],
                     "confirmation_needed": False,
+                    "verdict": {
+                        "outcome": "waits",
+                        "headline": "Waits: #3, about 40 min, because no L40S-48GB capacity "
+                        "free for 0.5 GPU; 2 ahead of you.",
+                        "reason": "No L40S-48GB capacity free for 0.5 GPU; 2 ahead of you.",
+                        "nodes": [],
+                        "cluster": None,
+                        "borrowed": False,
+                        "queue_position": 3,
+                        "estimated_start_at": "2025-01-01T12:40:00Z",
+                        "estimated_wait_seconds": 2400,
+                        "advice": ["0.25 GPU of A100-80GB-MIG would start now."],
+                    },
                 },
                 response_only=True,
             ),
         ],
     )
     def post(self, request: Request) -> Response:
-        actor = _actor(request)
-        serializer, team, gpu_class, image = _parse_submission(request, actor)
-        request_ = serializer.request()
-        charge = workload_request_check(
-            actor=actor, team=team, gpu_class=gpu_class, image=image, request=request_
-        )
-        body = {
-            "valid": True,
-            "kind": request_.kind,
-            "name": request_.name,
-            "team": team.slug,
-            "gpu_class": gpu_class.name,
-            "image": image.name,
-            "gpu_milli": charge.gpu_milli,
-            "charged_milli": charge.charged_milli,
-            "replicas": charge.replicas,
-            "total_milli": charge.total_milli,
-            "priority_class": charge.priority_class,
-        }
-        victims = preemption_preview(
-            actor=actor, team=team, gpu_class=gpu_class, request=request_, charge=charge
-        )
-        body["would_preempt"] = _victims(victims)
-        body["confirmation_needed"] = confirmation_needed(victims)
-        return Response(WorkloadCheckSerializer(body).data)
+        return Response(_dry_run(request))
+
+
+def _dry_run(request: Request) -> dict[str, Any]:
+    """The rules, then the scheduler's dry run: what the request would be recorded and
+    charged as, and whether it would start now, preempt or wait. Nothing is recorded."""
+    actor = _actor(request)
+    serializer, team, gpu_class, image = _parse_submission(request, actor)
+    request_ = serializer.request()
+    dry = request_dry_run(
+        actor=actor, team=team, gpu_class=gpu_class, image=image, request=request_
+    )
+    charge, answer = dry.charge, dry.answer
+    body: dict[str, Any] = {
+        "valid": True,
+        "kind": request_.kind,
+        "name": request_.name,
+        "team": team.slug,
+        "gpu_class": gpu_class.name,
+        "image": image.name,
+        "gpu_milli": charge.gpu_milli,
+        "charged_milli": charge.charged_milli,
+        "replicas": charge.replicas,
+        "total_milli": charge.total_milli,
+        "priority_class": charge.priority_class,
+    }
+    body["hourly_cost"] = dry.hourly_cost
+    body["currency"] = settings.PLATFORM_CURRENCY
+    body["would_preempt"] = _victims(answer.victims)
+    body["confirmation_needed"] = confirmation_needed(answer.victims)
+    body["verdict"] = answer.as_dict()
+    return dict(WorkloadCheckSerializer(body).data)
 
 
 def _team_for_submit(actor: User, slug: str | None, errors: dict[str, str]) -> Team | None:

@@ -21,8 +21,10 @@ from apps.accounts.models import Team, User
 from apps.accounts.selectors import is_team_lead, teams_of
 from apps.catalog.models import GpuClass, Image
 from apps.orchestration.selectors import gpu_class_spec
+from apps.quotas.core import format_milli
 from apps.workloads import core, rules, sizing
 from apps.workloads.models import Workload
+from apps.workloads.selectors import ClassOffer, class_offers_for_team
 
 PRIORITY_HELP = {
     core.PRIORITY_PRODUCTION: "live inference; never preempted (leads only)",
@@ -257,13 +259,17 @@ class WorkloadRequestForm(forms.Form):
         self.user = user
         teams = Team.objects.order_by("name") if user.is_staff else teams_of(user)
         self.fields["team"].queryset = teams  # type: ignore[attr-defined]
-        classes = GpuClass.objects.filter(enabled=True).order_by("name")
+        self.selected_team: Team | None = self._selected(teams, "team")
+        # Only the classes the team may use are offered; the others are listed with the reason.
+        self.class_offers = class_offers_for_team(self.selected_team, admin=user.is_staff)
+        usable = [o.gpu_class.pk for o in self.class_offers if o.usable]
+        classes = GpuClass.objects.filter(pk__in=usable).order_by("name")
         self.fields["gpu_class"].queryset = classes  # type: ignore[attr-defined]
         self.fields["image"].queryset = self.images()  # type: ignore[attr-defined]
         self.selected_class = self._selected(classes, "gpu_class")
         self.fields["gpu_milli"].widget.choices = self.amount_choices()
         self.fields["priority_class"].choices = self.priority_choices(  # type: ignore[attr-defined]
-            self._selected(teams, "team")
+            self.selected_team
         )
         if not self.is_bound:
             self.initial.setdefault("priority_class", core.DEFAULT_PRIORITY[self.kind])
@@ -307,14 +313,48 @@ class WorkloadRequestForm(forms.Form):
         labels = dict(Workload.Priority.choices)
         return [(p, f"{labels[p]} — {PRIORITY_HELP[p]}") for p in allowed]
 
-    def gpu_preview(self) -> str:
-        """What the chosen amount becomes on the chosen class, in words."""
-        if self.selected_class is None:
-            return "No GPU class is offered at the moment."
+    def unavailable_classes(self) -> list[ClassOffer]:
+        return [o for o in self.class_offers if not o.usable]
+
+    def selected_offer(self) -> ClassOffer | None:
+        chosen = self.selected_class
+        return next((o for o in self.class_offers if chosen and o.gpu_class.pk == chosen.pk), None)
+
+    def selected_amount(self) -> int | None:
         milli = _pk(self._raw("gpu_milli"))
         choices = self.offered_amounts()
         if milli not in choices:
             milli = choices[0] if choices else None
+        return milli
+
+    def quota_left(self) -> str:
+        """What the team has left of its limit on the chosen class now, in words."""
+        offer = self.selected_offer()
+        if offer is None or offer.usage is None or self.selected_team is None:
+            return ""
+        u = offer.usage
+        return (
+            f"{format_milli(offer.left_milli)} of {format_milli(u.limit_milli)} GPU left in "
+            f"{self.selected_team.name}'s limit on {offer.gpu_class.name} "
+            f"({format_milli(u.used_milli)} in use, {format_milli(u.guaranteed_milli)} "
+            "guaranteed)"
+        )
+
+    def hourly_cost(self) -> Decimal | None:
+        """What one replica of the chosen amount costs per hour, as the cluster charges it."""
+        milli = self.selected_amount()
+        if self.selected_class is None or milli is None:
+            return None
+        charged = rules.charged_milli_of(milli, self.selected_class)
+        return (Decimal(charged) * self.selected_class.hourly_cost / 1000).quantize(Decimal("0.01"))
+
+    def gpu_preview(self) -> str:
+        """What the chosen amount becomes on the chosen class, in words."""
+        if self.selected_class is None:
+            if self.class_offers:
+                return "Your team may use none of the GPU classes offered (see below)."
+            return "No GPU class is offered at the moment."
+        milli = self.selected_amount()
         if milli is None:
             return "This class offers no amount."
         return sizing.describe_amount(milli, gpu_class_spec(self.selected_class))
@@ -679,6 +719,55 @@ class SizingForm(forms.Form):
     task = forms.ChoiceField(
         choices=list(sizing.TASK_LABELS.items()), initial=sizing.TASK_INFERENCE, label="Task"
     )
+    context = forms.IntegerField(
+        label="Context length (tokens)",
+        min_value=1,
+        max_value=1_048_576,
+        initial=4096,
+        required=False,
+        help_text="Per sequence: prompt and output (inference), or training sequence length.",
+    )
+    batch = forms.IntegerField(
+        label="Batch size", min_value=1, max_value=4096, initial=1, required=False
+    )
+    layers = forms.IntegerField(
+        label="Layers", min_value=1, max_value=1000, required=False, help_text="Optional."
+    )
+    heads = forms.IntegerField(
+        label="Attention heads", min_value=1, max_value=1024, required=False, help_text="Optional."
+    )
+    kv_heads = forms.IntegerField(
+        label="Key-value heads",
+        min_value=1,
+        max_value=1024,
+        required=False,
+        help_text="Optional; fewer than the heads with grouped-query attention.",
+    )
+    lora_rank = forms.IntegerField(
+        label="LoRA rank", min_value=1, max_value=4096, initial=16, required=False
+    )
+    checkpointing = forms.TypedChoiceField(
+        label="Activation checkpointing",
+        choices=(("yes", "Yes (recompute in the backward pass)"), ("no", "No")),
+        coerce=lambda value: value != "no",
+        empty_value="yes",  # left out: checkpointing on
+        initial="yes",
+        required=False,
+    )
+
+    def known(self) -> dict[str, Any]:
+        """What ``sizing.size_request`` takes besides size, precision and task."""
+        data = self.cleaned_data
+        known: dict[str, Any] = {
+            "context": data.get("context") or 4096,
+            "batch": data.get("batch") or 1,
+            "lora_rank": data.get("lora_rank") or 16,
+            "checkpointing": data.get("checkpointing") not in (False, "no"),
+        }
+        for name in ("layers", "heads", "kv_heads"):
+            if data.get(name):
+                known[name] = data[name]
+        return known
 
 
 STATE_FILTERS = {
@@ -696,7 +785,12 @@ class TeamWorkloadFilterForm(forms.Form):
     )
     kind = forms.ChoiceField(
         required=False,
-        choices=[("", "Any kind"), *Workload.Kind.choices],
+        # Only kinds a person can request (the request rules' list): no filter for a kind no
+        # workload can have.
+        choices=[
+            ("", "Any kind"),
+            *((k, label) for k, label in Workload.Kind.choices if k in rules.SUBMITTABLE_KINDS),
+        ],
     )
     owner = forms.ModelChoiceField(
         queryset=User.objects.none(), required=False, empty_label="Anyone"

@@ -35,6 +35,11 @@ urlpatterns = [
         views.workload_new_gpu_fields,
         name="workload-new-gpu",
     ),
+    path(
+        "workloads/new/<slug:kind>/verdict/",
+        views.workload_new_verdict,
+        name="workload-new-verdict",
+    ),
     path("workloads/sizing/", views.sizing_helper, name="sizing"),
     path("workloads/templates/", views.template_list, name="template-list"),
     path(

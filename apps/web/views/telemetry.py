@@ -188,7 +188,16 @@ def chargeback(request: HttpRequest) -> HttpResponse:
         response["Content-Disposition"] = f'attachment; filename="gpupaas-chargeback-{label}.csv"'
         writer = csv.writer(response)
         writer.writerow(
-            ["month", "team", "user", "gpu_class", "allocated_gpu_hours", "used_gpu_hours", "cost"]
+            [
+                "month",
+                "team",
+                "user",
+                "gpu_class",
+                "allocated_gpu_hours",
+                "used_gpu_hours",
+                "cost",
+                "currency",
+            ]
         )
         for row in rows:
             team, owner, gpu_class = row.key.split("/", 2)
@@ -201,6 +210,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
                     f"{row.allocated_hours:.3f}",
                     f"{row.used_hours:.3f}",
                     f"{row.cost:.2f}",
+                    settings.PLATFORM_CURRENCY,
                 ]
             )
         return response

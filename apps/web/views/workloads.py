@@ -46,7 +46,12 @@ from apps.orchestration.selectors import (
     workload_log_download,
 )
 from apps.quotas.core import format_milli
-from apps.scheduling.services import PreemptionVictim, confirmation_needed, preemption_preview
+from apps.scheduling.services import (
+    PreemptionVictim,
+    confirmation_needed,
+    preemption_preview,
+    request_dry_run,
+)
 from apps.web.access import cluster_view
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
@@ -63,6 +68,7 @@ from apps.workloads.selectors import (
     quota_bars_for_teams,
     request_template_for_user,
     request_templates_for,
+    usable_class_ids_for,
     waiting_workloads_for_teams,
     workload_for_user,
     workload_may_manage,
@@ -315,6 +321,66 @@ def _would_preempt(user: User, form: WorkloadRequestForm) -> list[PreemptionVict
 
 
 @login_required
+@require_POST
+def workload_new_verdict(request: HttpRequest, kind: str) -> HttpResponse:
+    """The live verdict of the request form: the rules' problems, or what the scheduler would
+    do with the request if it were submitted now (the API's ``?dry_run=true`` answer), its
+    charge, cost per hour and the team's quota left. Records nothing."""
+    user = _user(request)
+    form = _form_class(kind)(request.POST, user=user)
+    context: dict[str, Any] = {"problems": [], "dry": None}
+    if not form.is_valid():
+        context["problems"] = [
+            f"{form.fields[name].label or name}: {error}" if name in form.fields else str(error)
+            for name, errors in form.errors.items()
+            for error in errors
+            if name != "confirm_preemption"
+        ]
+    else:
+        data = form.cleaned_data
+        try:
+            dry = request_dry_run(
+                actor=user,
+                team=data["team"],
+                gpu_class=data["gpu_class"],
+                image=data["image"],
+                request=form.request(),
+            )
+        except ValidationError as exc:
+            context["problems"] = [
+                f"{_field_label(form, field)}{message}"
+                for field, messages_ in exc.message_dict.items()
+                for message in messages_
+            ]
+        except PermissionDenied as exc:
+            context["problems"] = [str(exc)]
+        else:
+            charge = dry.charge
+            label = sizing.request_label(charge.gpu_milli, charge.replicas, data["gpu_class"].name)
+            if charge.charged_milli != charge.gpu_milli:
+                label += f" (charged {format_milli(charge.total_milli)} GPU, as granted)"
+            quota = dry.quota
+            context.update(
+                dry=dry,
+                charge_label=label,
+                quota_left=(
+                    f"{format_milli(dry.quota_left_milli or 0)} of "
+                    f"{format_milli(quota.limit_milli)} GPU of {data['team'].name}'s limit"
+                    if quota is not None
+                    else ""
+                ),
+            )
+    return render(request, "workloads/_verdict.html", context)
+
+
+def _field_label(form: WorkloadRequestForm, field: str) -> str:
+    name = form.error_field(field)
+    if name is None or name not in form.fields:
+        return ""
+    return f"{form.fields[name].label or name.replace('_', ' ').capitalize()}: "
+
+
+@login_required
 @require_GET
 def workload_new_gpu_fields(request: HttpRequest, kind: str) -> HttpResponse:
     """The GPU class, amount and preview fields again, for the class and amount chosen now."""
@@ -328,15 +394,19 @@ def sizing_helper(request: HttpRequest) -> HttpResponse:
     form = SizingForm(request.GET or None)
     estimate = None
     if form.is_valid():
-        estimate = sizing.size_request(
-            params_billions=float(form.cleaned_data["params_billions"]),
-            precision=form.cleaned_data["precision"],
-            task=form.cleaned_data["task"],
-            classes=[
-                sizing.SizingClass(c.pk, float(c.hourly_cost), gpu_class_spec(c))
-                for c in GpuClass.objects.filter(enabled=True).order_by("name")
-            ],
-        )
+        try:
+            estimate = sizing.size_request(
+                params_billions=float(form.cleaned_data["params_billions"]),
+                precision=form.cleaned_data["precision"],
+                task=form.cleaned_data["task"],
+                classes=[
+                    sizing.SizingClass(c.pk, float(c.hourly_cost), gpu_class_spec(c))
+                    for c in _sizing_classes(_user(request))
+                ],
+                **form.known(),
+            )
+        except sizing.SizingError as exc:
+            form.add_error(None, str(exc))
     kind = request.GET.get("kind")
     context = {
         "sizing_form": form,
@@ -347,6 +417,16 @@ def sizing_helper(request: HttpRequest) -> HttpResponse:
     if _is_htmx(request):
         return render(request, "workloads/_sizing_result.html", context)
     return render(request, "workloads/sizing.html", context)
+
+
+def _sizing_classes(user: User) -> list[GpuClass]:
+    """The classes the sizing helper suggests: those one of the user's teams may use (every
+    enabled class for an admin)."""
+    classes = GpuClass.objects.filter(enabled=True).order_by("name")
+    if user.is_staff:
+        return list(classes)
+    usable = usable_class_ids_for(teams_of(user))
+    return [c for c in classes if c.pk in usable]
 
 
 # --- request templates ------------------------------------------------------------------------
