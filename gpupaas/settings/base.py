@@ -27,6 +27,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0)
 PLATFORM_CONTACT = env_str("PLATFORM_CONTACT", "your platform team")
+# Currency of hourly costs, chargeback and budgets (a label: amounts are not converted).
+PLATFORM_CURRENCY = env_str("PLATFORM_CURRENCY", "EUR")
 
 INSTALLED_APPS = [
     "apps.adminsite.config.GpupaasAdminConfig",  # Django's admin, with a guarded sign-in

@@ -5,6 +5,7 @@ from django.urls import path
 from apps.web.views import accounts as account_views
 from apps.web.views import credentials as credential_views
 from apps.web.views import datasets as dataset_views
+from apps.web.views import governance as governance_views
 from apps.web.views import notebooks as notebook_views
 from apps.web.views import workloads as views
 
@@ -20,6 +21,8 @@ urlpatterns = [
         views.dashboard_capacity_partial,
         name="dashboard-capacity",
     ),
+    path("overview/", governance_views.overview_page, name="governance-overview"),
+    path("overview/quotas/", governance_views.quota_edit, name="governance-quota-edit"),
     path("workloads/new/", views.workload_new_start, name="workload-new-start"),
     path("workloads/new/<slug:kind>/", views.workload_new, name="workload-new"),
     path(

@@ -1,0 +1,105 @@
+"""The platform overview for admins and leads, in GPUs, and the quota editing it offers."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.accounts.models import User
+from apps.common.http import client_ip
+from apps.quotas.services import team_quota_set
+from apps.telemetry import overview
+from apps.web.forms.governance import QuotaForm
+
+# Pages of other governance features the overview links to when they are installed: (label,
+# URL name). A name that does not resolve is left out.
+OVERVIEW_LINKS = (
+    ("Quota requests", "quota-requests"),
+    ("Reservations", "reservations"),
+)
+NOT_FOR_YOU = "The overview is for team leads and platform admins."
+
+
+def _user(request: HttpRequest) -> User:
+    return request.user  # type: ignore[return-value]
+
+
+def _links() -> list[tuple[str, str]]:
+    links = []
+    for label, name in OVERVIEW_LINKS:
+        try:
+            links.append((label, reverse(name)))
+        except NoReverseMatch:
+            continue
+    return links
+
+
+def _overview_context(user: User, quota_form: QuotaForm | None = None) -> dict[str, object]:
+    teams = list(overview.overview_teams(user))
+    start, end = overview.week_bounds()
+    busiest, idlest = overview.busiest_and_idlest(teams)
+    allocation = overview.allocation(teams, start, end)
+    return {
+        "teams": teams,
+        "allocation": allocation,
+        "capacity": overview.capacity_by_class() if user.is_staff else [],
+        "borrowing": overview.borrowing(teams),
+        "queue": overview.queue(teams),
+        "idle_cost": overview.idle_cost(teams, start, end),
+        "busiest": busiest,
+        "idlest": idlest,
+        "week_start": start,
+        "currency": settings.PLATFORM_CURRENCY,
+        "quota_form": quota_form if quota_form is not None else QuotaForm(),
+        "may_edit_quotas": user.is_staff,
+        "links": _links(),
+    }
+
+
+@login_required
+@require_GET
+def overview_page(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    if not overview.may_see_overview(user):
+        return render(request, "governance/forbidden.html", {"message": NOT_FOR_YOU}, status=403)
+    return render(request, "governance/overview.html", _overview_context(user))
+
+
+@login_required
+@require_POST
+def quota_edit(request: HttpRequest) -> HttpResponse:
+    """A platform admin sets a team's quota of a class in GPUs (audited by the service)."""
+    user = _user(request)
+    if not user.is_staff:
+        return render(
+            request,
+            "governance/forbidden.html",
+            {"message": "Only platform admins change quotas."},
+            status=403,
+        )
+    form = QuotaForm(request.POST)
+    if form.is_valid():
+        values = form.values()
+        try:
+            result = team_quota_set(actor=user, source_ip=client_ip(request), **values)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                name = field.removesuffix("_milli")
+                form.add_error(name if name in form.fields else None, ValidationError(errors))
+        else:
+            messages.success(
+                request,
+                f"{values['team'].name} on {values['gpu_class'].name}: "
+                f"{form.cleaned_data['guaranteed'].normalize():f} GPU guaranteed, "
+                f"limit {form.cleaned_data['limit'].normalize():f} GPU.",
+            )
+            if result.warning:
+                messages.warning(request, result.warning)
+            return redirect("governance-overview")
+    return render(request, "governance/overview.html", _overview_context(user, form), status=400)
