@@ -47,6 +47,8 @@ INSTALLED_APPS = [
     "apps.audit",
     "apps.catalog",
     "apps.quotas",
+    "apps.policies",
+    "apps.budgets",
     "apps.credentials",
     "apps.datasets",
     "apps.scheduling",
