@@ -36,6 +36,7 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, taskqueue.TELEMETRY_NODE_HEALTH),
         ("budget spend", settings.BUDGET_SPEND_SECONDS, taskqueue.BUDGET_SPEND_REFRESH),
         ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.SCHEDULING_CYCLE),
+        ("notice sweep", settings.NOTIFY_SWEEP_SECONDS, taskqueue.NOTICE_SWEEP),
     ]
     for name, seconds, task in schedule:
         sender.add_periodic_task(float(seconds), sender.signature(task.name), name=name)

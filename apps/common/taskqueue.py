@@ -65,6 +65,9 @@ TELEMETRY_INGEST: TaskRef[[]] = TaskRef("telemetry.ingest")
 TELEMETRY_NODE_HEALTH: TaskRef[[]] = TaskRef("telemetry.node_health")
 BUDGET_SPEND_REFRESH: TaskRef[[]] = TaskRef("telemetry.budget_spend_refresh")
 
+NOTICE_DELIVER: TaskRef[[int]] = TaskRef("notifications.deliver", ("delivery_id",))
+NOTICE_SWEEP: TaskRef[[]] = TaskRef("notifications.sweep")
+
 REGISTRY: tuple[TaskRef, ...] = (
     HEARTBEAT,
     SCHEDULING_CYCLE,
@@ -79,4 +82,6 @@ REGISTRY: tuple[TaskRef, ...] = (
     TELEMETRY_INGEST,
     TELEMETRY_NODE_HEALTH,
     BUDGET_SPEND_REFRESH,
+    NOTICE_DELIVER,
+    NOTICE_SWEEP,
 )
