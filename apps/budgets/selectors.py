@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from datetime import date
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 
 from django.conf import settings
@@ -47,3 +48,53 @@ def budget_state(team: Team, month: date | None = None) -> core.BudgetState | No
 
 def teams_with_budgets() -> list[Team]:
     return list(Team.objects.filter(budgets__isnull=False).distinct().order_by("name"))
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """A team's budget for a month as pages show it: the state and the month's forecast."""
+
+    team: Team
+    state: core.BudgetState
+    forecast: Decimal  # at the month's end if the current run rate holds (past months: spent)
+    computed_at: datetime | None
+    current: bool  # the month is this one
+
+    @property
+    def forecast_percent(self) -> int | None:
+        return core.percent_of(self.state.amount, self.forecast)
+
+    @property
+    def over(self) -> bool:
+        return self.forecast > self.state.amount
+
+
+def budget_report(
+    team: Team, month: date | None = None, *, now: datetime | None = None
+) -> BudgetReport | None:
+    moment = now or timezone.now()
+    first = core.month_start(month or moment.date())
+    state = budget_state(team, first)
+    if state is None:
+        return None
+    current = first == core.month_start(moment.date())
+    end = datetime.combine(core.next_month(first), time.min, tzinfo=UTC)
+    forecast = (
+        core.forecast(
+            spent=state.spent, run_rate_per_hour=state.run_rate_per_hour, now=moment, end=end
+        )
+        if current
+        else state.spent
+    )
+    spend = spend_for(team, first)
+    return BudgetReport(
+        team=team,
+        state=state,
+        forecast=forecast,
+        computed_at=spend.computed_at if spend else None,
+        current=current,
+    )
+
+
+def budget_reports(teams: list[Team], month: date | None = None) -> list[BudgetReport]:
+    return [r for t in teams if (r := budget_report(t, month)) is not None]

@@ -4,16 +4,20 @@ from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead
+from apps.accounts.selectors import is_team_lead, team_leads
 from apps.audit.services import audit_record
 from apps.budgets import core
 from apps.budgets.models import Budget, BudgetSpend
 from apps.budgets.selectors import budget_for
+from apps.notifications.core import NoticeEvent
+from apps.notifications.services import notify
 
 MAX_AMOUNT = Decimal("999999999999.99")
 
@@ -137,7 +141,30 @@ def budget_spend_record(
 def _announce(
     *, team: Team, budget: Budget, spend: BudgetSpend, threshold: int, month: date
 ) -> None:
-    """One threshold reached: in the audit trail (and to the leads and admins)."""
+    """One threshold reached: in the audit trail, and told to the team's leads and the platform
+    admins (once each: the key names the team, month and threshold)."""
+    label = core.month_label(month)
+    currency = settings.PLATFORM_CURRENCY
+    people = [*team_leads(team.pk), *User.objects.filter(is_staff=True, is_active=True)]
+    notify(
+        event=NoticeEvent.BUDGET_THRESHOLD,
+        users=people,
+        title=f"{team.name} has spent {threshold}% of its budget for {label}",
+        body=(
+            f"{team.name} has spent {core.money(spend.spent, currency)} of its "
+            f"{core.money(budget.amount, currency)} budget for {label}; at the current rate of "
+            f"{core.money(spend.run_rate_per_hour, currency)} an hour."
+            + (
+                " The hard stop is on: once the budget is spent, new work is admitted only in "
+                "the batch class or with a lead's approval."
+                if budget.hard_stop
+                else ""
+            )
+        ),
+        key=f"budget:{team.pk}:{label}:{threshold}",
+        link=reverse("team-budget", args=[team.slug]),
+        team=team,
+    )
     audit_record(
         actor=None,
         action="budget.threshold",

@@ -141,3 +141,23 @@ def policy_errors(
                 "An idle timeout is from 5 minutes to 30 days, or empty."
             )
     return errors
+
+
+def summary(policy: PolicySpec) -> list[str]:
+    """The policy in short lines for people (empty: it restricts nothing)."""
+    lines = []
+    if policy.allowed_classes is not None:
+        lines.append(f"GPU classes: {', '.join(sorted(policy.allowed_classes))}")
+    if policy.allowed_images is not None:
+        lines.append(f"images: {', '.join(sorted(policy.allowed_images))}")
+    if policy.max_gpu_milli_per_workload is not None:
+        lines.append(f"at most {gpus(policy.max_gpu_milli_per_workload)} GPU per workload")
+    for kind, seconds in sorted(policy.max_runtime_seconds.items()):
+        lines.append(f"{KIND_LABELS.get(kind, kind)}s run at most {duration(seconds)}")
+    for kind, seconds in sorted(policy.default_idle_timeout_seconds.items()):
+        lines.append(f"{KIND_LABELS.get(kind, kind)}s idle out after {duration(seconds)}")
+    if policy.exclusive_classes:
+        lines.append(
+            f"no GPU shared with other teams on {', '.join(sorted(policy.exclusive_classes))}"
+        )
+    return lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
@@ -9,6 +10,7 @@ from django import forms
 
 from apps.accounts.models import Team
 from apps.catalog.models import GpuClass
+from apps.common.parsing import parse_month
 
 MAX_GPUS = Decimal(100_000)
 
@@ -50,3 +52,39 @@ class QuotaForm(forms.Form):
             "limit_milli": milli_of(data["limit"]),
             "per_user_cap_milli": milli_of(data.get("per_user_cap")),
         }
+
+
+class BudgetForm(forms.Form):
+    month = forms.CharField(
+        max_length=7, help_text="YYYY-MM: the budget holds from this month on until changed."
+    )
+    amount = forms.DecimalField(
+        min_value=Decimal(0), max_value=Decimal("999999999999.99"), max_digits=14, decimal_places=2
+    )
+    thresholds = forms.CharField(
+        max_length=100,
+        initial="50, 80, 100",
+        help_text="Percent of the budget at which the leads and admins are told, e.g. 50, 80, 100.",
+    )
+    hard_stop = forms.BooleanField(
+        required=False,
+        label="Hard stop",
+        help_text="Once spent, admit new work only in the batch class or with a lead's approval.",
+    )
+
+    def clean_month(self) -> date:
+        try:
+            return parse_month(self.cleaned_data["month"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_thresholds(self) -> list[int]:
+        words = [w for w in self.cleaned_data["thresholds"].replace(",", " ").split() if w]
+        values = []
+        for word in words:
+            if not word.isdigit() or len(word) > 4:
+                raise forms.ValidationError(
+                    "Thresholds are whole percentages separated by commas, e.g. 50, 80, 100."
+                )
+            values.append(int(word))
+        return values

@@ -86,6 +86,13 @@ urlpatterns = [
     path("notebooks/signin/", notebook_views.notebook_signin, name="notebook-signin"),
     # The team page lives with the accounts app; it is mounted here to get a short URL.
     path("teams/<slug:slug>/", account_views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/budget/", governance_views.team_budget, name="team-budget"),
+    path("teams/<slug:slug>/budget/set/", governance_views.team_budget_set, name="team-budget-set"),
+    path(
+        "teams/<slug:slug>/budget/approve/",
+        governance_views.team_budget_approve,
+        name="team-budget-approve",
+    ),
     path("teams/<slug:slug>/datasets/", dataset_views.team_datasets_page, name="team-datasets"),
     path(
         "teams/<slug:slug>/datasets/remove/",

@@ -5,17 +5,23 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.accounts.models import User
+from apps.accounts.models import Team, User
+from apps.accounts.selectors import is_team_lead
+from apps.budgets.core import month_label
+from apps.budgets.selectors import budget_report, budget_reports, this_month
+from apps.budgets.services import budget_set, budget_stop_lift
 from apps.common.http import client_ip
+from apps.policies.selectors import policy_summaries
 from apps.quotas.services import team_quota_set
 from apps.telemetry import overview
-from apps.web.forms.governance import QuotaForm
+from apps.web.access import team_or_404
+from apps.web.forms.governance import BudgetForm, QuotaForm
 
 # Pages of other governance features the overview links to when they are installed: (label,
 # URL name). A name that does not resolve is left out.
@@ -45,6 +51,8 @@ def _overview_context(user: User, quota_form: QuotaForm | None = None) -> dict[s
     start, end = overview.week_bounds()
     busiest, idlest = overview.busiest_and_idlest(teams)
     allocation = overview.allocation(teams, start, end)
+    budgets = {r.team.pk: r for r in budget_reports(teams)}
+    policies = policy_summaries(teams)
     return {
         "teams": teams,
         "allocation": allocation,
@@ -57,6 +65,7 @@ def _overview_context(user: User, quota_form: QuotaForm | None = None) -> dict[s
         "week_start": start,
         "currency": settings.PLATFORM_CURRENCY,
         "quota_form": quota_form if quota_form is not None else QuotaForm(),
+        "governance": [(team, budgets.get(team.pk), policies.get(team.pk)) for team in teams],
         "may_edit_quotas": user.is_staff,
         "links": _links(),
     }
@@ -103,3 +112,89 @@ def quota_edit(request: HttpRequest) -> HttpResponse:
                 messages.warning(request, result.warning)
             return redirect("governance-overview")
     return render(request, "governance/overview.html", _overview_context(user, form), status=400)
+
+
+# --- a team's budget ---------------------------------------------------------------------------
+
+
+def _budget_context(
+    request: HttpRequest, team: Team, form: BudgetForm | None = None
+) -> dict[str, object]:
+    user = _user(request)
+    report = budget_report(team)
+    if form is None:
+        initial: dict[str, object] = {"month": month_label(this_month())}
+        if report is not None:
+            state = report.state
+            initial.update(
+                amount=state.amount,
+                thresholds=", ".join(str(t) for t in state.thresholds),
+                hard_stop=state.hard_stop,
+            )
+        form = BudgetForm(initial=initial)
+    return {
+        "team": team,
+        "report": report,
+        "currency": settings.PLATFORM_CURRENCY,
+        "form": form,
+        "may_set": user.is_staff,
+        "may_approve": is_team_lead(user, team.pk),
+    }
+
+
+@login_required
+@require_GET
+def team_budget(request: HttpRequest, slug: str) -> HttpResponse:
+    """The team's budget this month: spent, run rate, forecast, thresholds and the hard stop.
+    Members see it; admins set it; leads approve more work under the hard stop."""
+    team = team_or_404(request, slug)
+    return render(request, "governance/budget.html", _budget_context(request, team))
+
+
+@login_required
+@require_POST
+def team_budget_set(request: HttpRequest, slug: str) -> HttpResponse:
+    team = team_or_404(request, slug)
+    user = _user(request)
+    form = BudgetForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            budget_set(
+                actor=user,
+                team=team,
+                month=data["month"],
+                amount=data["amount"],
+                thresholds=data["thresholds"],
+                hard_stop=data["hard_stop"],
+                source_ip=client_ip(request),
+            )
+        except PermissionDenied as exc:
+            return render(request, "governance/forbidden.html", {"message": str(exc)}, status=403)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, ValidationError(errors))
+        else:
+            messages.success(request, f"Budget of {team.name} saved.")
+            return redirect("team-budget", team.slug)
+    context = _budget_context(request, team, form)
+    return render(request, "governance/budget.html", context, status=400)
+
+
+@login_required
+@require_POST
+def team_budget_approve(request: HttpRequest, slug: str) -> HttpResponse:
+    team = team_or_404(request, slug)
+    try:
+        budget_stop_lift(
+            actor=_user(request), team=team, month=this_month(), source_ip=client_ip(request)
+        )
+    except PermissionDenied as exc:
+        return render(request, "governance/forbidden.html", {"message": str(exc)}, status=403)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(
+            request, f"Approved: {team.name}'s members may start new work again this month."
+        )
+    return redirect("team-budget", team.slug)
