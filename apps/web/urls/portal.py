@@ -23,6 +23,10 @@ urlpatterns = [
     ),
     path("overview/", governance_views.overview_page, name="governance-overview"),
     path("overview/quotas/", governance_views.quota_edit, name="governance-quota-edit"),
+    path("overview/advice/", governance_views.advice_page, name="governance-advice"),
+    path(
+        "overview/advice/apply/", governance_views.advice_apply_view, name="governance-advice-apply"
+    ),
     path("workloads/new/", views.workload_new_start, name="workload-new-start"),
     path("workloads/new/<slug:kind>/", views.workload_new, name="workload-new"),
     path(

@@ -16,10 +16,12 @@ from apps.accounts.selectors import is_team_lead
 from apps.budgets.core import month_label
 from apps.budgets.selectors import budget_report, budget_reports, this_month
 from apps.budgets.services import budget_set, budget_stop_lift
+from apps.catalog.models import GpuClass
 from apps.common.http import client_ip
 from apps.policies.selectors import policy_summaries
+from apps.quotas.core import format_milli
 from apps.quotas.services import team_quota_set
-from apps.telemetry import overview
+from apps.telemetry import overview, rightsizing
 from apps.web.access import team_or_404
 from apps.web.forms.governance import BudgetForm, QuotaForm
 
@@ -198,3 +200,73 @@ def team_budget_approve(request: HttpRequest, slug: str) -> HttpResponse:
             request, f"Approved: {team.name}'s members may start new work again this month."
         )
     return redirect("team-budget", team.slug)
+
+
+# --- right-sizing advice -----------------------------------------------------------------------
+
+
+def _days(request: HttpRequest) -> tuple[int, str]:
+    raw = (request.GET.get("days") or request.POST.get("days") or "").strip()
+    if not raw:
+        return rightsizing.DEFAULT_DAYS, ""
+    if not raw.isdigit() or not 1 <= int(raw) <= rightsizing.MAX_DAYS:
+        return (
+            rightsizing.DEFAULT_DAYS,
+            f"The window is a whole number of days from 1 to {rightsizing.MAX_DAYS}.",
+        )
+    return int(raw), ""
+
+
+@login_required
+@require_GET
+def advice_page(request: HttpRequest) -> HttpResponse:
+    """Suggested guarantees and limits per team and class, with the evidence (admins)."""
+    if not _user(request).is_staff:
+        return render(
+            request,
+            "governance/forbidden.html",
+            {"message": "Right-sizing advice is for platform admins."},
+            status=403,
+        )
+    days, error = _days(request)
+    return render(
+        request,
+        "governance/advice.html",
+        {"rows": rightsizing.rightsizing(days=days), "days": days, "error": error},
+        status=400 if error else 200,
+    )
+
+
+@login_required
+@require_POST
+def advice_apply_view(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    days, error = _days(request)
+    team = Team.objects.filter(slug=request.POST.get("team", "")[:100]).first()
+    gpu_class = GpuClass.objects.filter(name=request.POST.get("gpu_class", "")[:100]).first()
+    if not user.is_staff:
+        return render(
+            request,
+            "governance/forbidden.html",
+            {"message": "Only platform admins apply right-sizing advice."},
+            status=403,
+        )
+    if error or team is None or gpu_class is None:
+        messages.error(request, error or "No such team or GPU class.")
+        return redirect(f"{reverse('governance-advice')}?days={days}")
+    try:
+        result = rightsizing.advice_apply(
+            actor=user, team=team, gpu_class=gpu_class, days=days, source_ip=client_ip(request)
+        )
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        q = result.quota
+        messages.success(
+            request,
+            f"{team.name} on {gpu_class.name}: {format_milli(q.guaranteed_milli)} GPU "
+            f"guaranteed, limit {format_milli(q.limit_milli)} GPU.",
+        )
+        if result.warning:
+            messages.warning(request, result.warning)
+    return redirect(f"{reverse('governance-advice')}?days={days}")
