@@ -88,3 +88,12 @@ class BudgetForm(forms.Form):
                 )
             values.append(int(word))
         return values
+
+
+class AdviceForm(forms.Form):
+    days = forms.IntegerField(required=False, min_value=1, max_value=90)
+
+
+class AdviceApplyForm(AdviceForm):
+    team = forms.SlugField(max_length=100)
+    gpu_class = forms.CharField(max_length=100)

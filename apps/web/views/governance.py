@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -23,7 +25,7 @@ from apps.quotas.core import format_milli
 from apps.quotas.services import team_quota_set
 from apps.telemetry import overview, rightsizing
 from apps.web.access import team_or_404
-from apps.web.forms.governance import BudgetForm, QuotaForm
+from apps.web.forms.governance import AdviceApplyForm, AdviceForm, BudgetForm, QuotaForm
 
 # Pages of other governance features the overview links to when they are installed: (label,
 # URL name). A name that does not resolve is left out.
@@ -205,16 +207,14 @@ def team_budget_approve(request: HttpRequest, slug: str) -> HttpResponse:
 # --- right-sizing advice -----------------------------------------------------------------------
 
 
-def _days(request: HttpRequest) -> tuple[int, str]:
-    raw = (request.GET.get("days") or request.POST.get("days") or "").strip()
-    if not raw:
-        return rightsizing.DEFAULT_DAYS, ""
-    if not raw.isdigit() or not 1 <= int(raw) <= rightsizing.MAX_DAYS:
+def _days(data: Any) -> tuple[int, str]:
+    form = AdviceForm(data)
+    if not form.is_valid():
         return (
             rightsizing.DEFAULT_DAYS,
             f"The window is a whole number of days from 1 to {rightsizing.MAX_DAYS}.",
         )
-    return int(raw), ""
+    return form.cleaned_data["days"] or rightsizing.DEFAULT_DAYS, ""
 
 
 @login_required
@@ -228,7 +228,7 @@ def advice_page(request: HttpRequest) -> HttpResponse:
             {"message": "Right-sizing advice is for platform admins."},
             status=403,
         )
-    days, error = _days(request)
+    days, error = _days(request.GET)
     return render(
         request,
         "governance/advice.html",
@@ -241,9 +241,12 @@ def advice_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def advice_apply_view(request: HttpRequest) -> HttpResponse:
     user = _user(request)
-    days, error = _days(request)
-    team = Team.objects.filter(slug=request.POST.get("team", "")[:100]).first()
-    gpu_class = GpuClass.objects.filter(name=request.POST.get("gpu_class", "")[:100]).first()
+    days, error = _days(request.POST)
+    form = AdviceApplyForm(request.POST)
+    team = gpu_class = None
+    if form.is_valid():
+        team = Team.objects.filter(slug=form.cleaned_data["team"]).first()
+        gpu_class = GpuClass.objects.filter(name=form.cleaned_data["gpu_class"]).first()
     if not user.is_staff:
         return render(
             request,
