@@ -34,6 +34,7 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("log archive purge", LOG_ARCHIVE_PURGE_SECONDS, taskqueue.LOG_ARCHIVE_PURGE),
         ("telemetry ingest", settings.TELEMETRY_INGEST_SECONDS, taskqueue.TELEMETRY_INGEST),
         ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, taskqueue.TELEMETRY_NODE_HEALTH),
+        ("budget spend", settings.BUDGET_SPEND_SECONDS, taskqueue.BUDGET_SPEND_REFRESH),
         ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.SCHEDULING_CYCLE),
         ("notice sweep", settings.NOTIFY_SWEEP_SECONDS, taskqueue.NOTICE_SWEEP),
     ]

@@ -7,6 +7,7 @@ from apps.api.views import catalog as catalog_api
 from apps.api.views import credentials as credentials_api
 from apps.api.views import datasets as datasets_api
 from apps.api.views import notifications as notifications_api
+from apps.api.views import governance as governance_api
 from apps.api.views import quotas as quotas_api
 from apps.api.views import telemetry as telemetry_api
 from apps.api.views import workloads as workloads_api
@@ -115,6 +116,15 @@ urlpatterns = [
     ),
     path("teams/<slug:slug>/quotas/", quotas_api.TeamQuotaListView.as_view(), name="team-quotas"),
     path("teams/<slug:slug>/usage/", telemetry_api.TeamUsageView.as_view(), name="team-usage"),
+    path("teams/<slug:slug>/policy/", governance_api.TeamPolicyView.as_view(), name="team-policy"),
+    path("teams/<slug:slug>/budget/", governance_api.TeamBudgetView.as_view(), name="team-budget"),
+    path(
+        "teams/<slug:slug>/budget/approve/",
+        governance_api.TeamBudgetApproveView.as_view(),
+        name="team-budget-approve",
+    ),
+    path("advice/", governance_api.AdviceListView.as_view(), name="advice"),
+    path("advice/apply/", governance_api.AdviceApplyView.as_view(), name="advice-apply"),
     path("quotas/", quotas_api.QuotaListView.as_view(), name="quotas"),
     path("usage/", telemetry_api.MyUsageView.as_view(), name="usage"),
     # catalogue

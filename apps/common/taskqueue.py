@@ -63,6 +63,7 @@ LOG_ARCHIVE_PURGE: TaskRef[[]] = TaskRef("orchestration.log_archive_purge")
 
 TELEMETRY_INGEST: TaskRef[[]] = TaskRef("telemetry.ingest")
 TELEMETRY_NODE_HEALTH: TaskRef[[]] = TaskRef("telemetry.node_health")
+BUDGET_SPEND_REFRESH: TaskRef[[]] = TaskRef("telemetry.budget_spend_refresh")
 
 NOTICE_DELIVER: TaskRef[[int]] = TaskRef("notifications.deliver", ("delivery_id",))
 NOTICE_SWEEP: TaskRef[[]] = TaskRef("notifications.sweep")
@@ -80,6 +81,7 @@ REGISTRY: tuple[TaskRef, ...] = (
     LOG_ARCHIVE_PURGE,
     TELEMETRY_INGEST,
     TELEMETRY_NODE_HEALTH,
+    BUDGET_SPEND_REFRESH,
     NOTICE_DELIVER,
     NOTICE_SWEEP,
 )

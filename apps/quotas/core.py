@@ -54,3 +54,58 @@ def format_milli(milli: int) -> str:
     if frac == 0:
         return str(whole)
     return f"{whole}.{frac:03d}".rstrip("0")
+
+
+# --- who borrows from whom ---------------------------------------------------------------------
+
+UNASSIGNED = ""  # the lender of capacity no team is guaranteed
+
+
+def borrowing(
+    *, guaranteed: dict[str, int], used: dict[str, int], capacity_milli: int
+) -> list[tuple[str, str, int]]:
+    """Who borrows from whom on one GPU class: ``(borrower, lender, milli)`` triples.
+
+    A team borrows what it uses above its guarantee (DESIGN.md). What it borrows runs on
+    capacity no team is guaranteed (lender ``UNASSIGNED``) first, then on the unused guarantees
+    of other teams, largest first (ties by name): the order in which reclaiming would take it
+    back. Borrowers are served largest first. Borrowing beyond both (capacity unknown or
+    overcommitted) is attributed to ``UNASSIGNED``, so the triples always add up to what is
+    borrowed.
+    """
+    teams = set(guaranteed) | set(used)
+    borrowed = {
+        t: used.get(t, 0) - guaranteed.get(t, 0)
+        for t in teams
+        if used.get(t, 0) > guaranteed.get(t, 0)
+    }
+    idle = {
+        t: guaranteed.get(t, 0) - used.get(t, 0)
+        for t in teams
+        if guaranteed.get(t, 0) > used.get(t, 0)
+    }
+    unassigned = max(0, capacity_milli - sum(guaranteed.values()))
+    lenders: list[tuple[str, int]] = [(UNASSIGNED, unassigned)] if unassigned else []
+    lenders += sorted(idle.items(), key=lambda kv: (-kv[1], kv[0]))
+    pairs: dict[tuple[str, str], int] = {}
+    position = 0
+    for borrower, amount in sorted(borrowed.items(), key=lambda kv: (-kv[1], kv[0])):
+        while amount > 0 and position < len(lenders):
+            lender, left = lenders[position]
+            if lender == borrower or left <= 0:
+                position += 1
+                continue
+            taken = min(amount, left)
+            pairs[(borrower, lender)] = pairs.get((borrower, lender), 0) + taken
+            lenders[position] = (lender, left - taken)
+            amount -= taken
+            if left - taken == 0:
+                position += 1
+        if amount > 0:
+            pairs[(borrower, UNASSIGNED)] = pairs.get((borrower, UNASSIGNED), 0) + amount
+    return [(b, lender, m) for (b, lender), m in sorted(pairs.items())]
+
+
+def gpus(milli: int) -> float:
+    """Milli-GPU as GPUs (for display): 2500 → 2.5."""
+    return milli / 1000

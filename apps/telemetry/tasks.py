@@ -8,7 +8,7 @@ from celery import shared_task
 from django.conf import settings
 
 from apps.common import taskqueue
-from apps.telemetry import services
+from apps.telemetry import services, spend
 from apps.telemetry.models import IngestCursor
 from apps.telemetry.prom import PrometheusUnavailable
 
@@ -35,3 +35,10 @@ def node_health() -> None:
         services.node_health_refresh()
     except PrometheusUnavailable as exc:
         log.warning("node health refresh skipped: %s", exc)
+
+
+@shared_task(name=taskqueue.BUDGET_SPEND_REFRESH.name, ignore_result=True)
+def budget_spend_refresh() -> None:
+    """Month-to-date spend and run rate of teams with a budget (the database only: it runs
+    whether or not Prometheus is configured)."""
+    spend.budget_spend_refresh()

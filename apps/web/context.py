@@ -16,6 +16,8 @@ def has_team(user: Any) -> bool:
         return False
     return bool(user.is_staff or memberships_of(user).exists())
 
+from apps.telemetry.overview import may_see_overview
+
 
 def portal(request: HttpRequest) -> dict[str, object]:
     user = getattr(request, "user", None)
@@ -29,4 +31,6 @@ def portal(request: HttpRequest) -> dict[str, object]:
             lambda: unread_count(request.user) if request.user.is_authenticated else 0
         ),
         "currency": settings.PLATFORM_CURRENCY,
+        # Asked only when a page draws the navigation (a template calls it).
+        "sees_overview": lambda: (request.user.is_authenticated and may_see_overview(request.user)),
     }

@@ -52,13 +52,15 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from apps.budgets import core as budget_core
 from apps.catalog import core as catalog_core
 from apps.catalog.core import GpuClassSpec
 from apps.catalog.resources import ResourceMappingError, charged_milli
+from apps.policies import core as policy_core
 from apps.quotas.core import format_milli
 from apps.workloads import core
 
@@ -330,6 +332,8 @@ class Context:
     reserved_env: ReservedEnv = DEFAULT_RESERVED_ENV  # the ENV_RESERVED setting
     datasets: Sequence[DatasetFacts] = ()  # the team's
     admin: bool = False  # a platform admin asks (who can give quota themselves)
+    policy: policy_core.PolicySpec | None = None  # the team's policy, if it has one
+    budget: budget_core.BudgetState | None = None  # this month's budget and spend, if any
 
 
 @dataclass(frozen=True)
@@ -347,6 +351,9 @@ class Charge:
     datasets: tuple[dict[str, Any], ...] = ()
     # Sweeps: the trials that run at once (each trial is charged on its own while it runs).
     parallelism: int | None = None
+    # As asked, else the team policy's cap and default for the kind.
+    max_runtime_seconds: int | None = None
+    idle_timeout_seconds: int | None = None
 
     @property
     def total_milli(self) -> int:
@@ -404,6 +411,8 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
         _put(errors, "requeue_on_preemption", REQUEUE_NOT_BOOLEAN)
     for key, message in catalog_problems(kind, context).items():
         _put(errors, key, message)
+    for key, message in governance_problems(request, context, errors.keys()).items():
+        _put(errors, key, message)
     shape_known = not ({"gpu_milli", "replicas"} & errors.keys()) and not (
         kind == core.KIND_SWEEP and {"grid", "ranges", "samples", "seed"} & errors.keys()
     )
@@ -421,6 +430,41 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
             ):
                 key, message = "parallelism", f"{message} ({at_once} trials at once)"
             _put(errors, key, message)
+    return errors
+
+
+def governance_problems(
+    request: WorkloadRequest, context: Context, broken: Iterable[str] = ()
+) -> dict[str, str]:
+    """What the team's policy and its budget's hard stop refuse (DESIGN.md, "Governance"),
+    each message naming the policy or the budget. ``broken``: fields already refused."""
+    errors: dict[str, str] = {}
+    if context.policy is not None:
+        replicas = replicas_of(request)
+        at_once = None
+        if not ({"gpu_milli", "replicas", "parallelism"} & set(broken)) and replicas is not None:
+            at_once = request.gpu_milli * (parallelism_of(request) or replicas)
+        runtime = request.max_runtime_seconds
+        errors.update(
+            policy_core.policy_problems(
+                context.policy,
+                kind=request.kind,
+                gpu_class=context.gpu_class.name,
+                sharing_mode=context.gpu_class.sharing_mode,
+                image=context.image.name,
+                gpu_milli=request.gpu_milli if _whole_number(request.gpu_milli) else 0,
+                at_once_milli=at_once,
+                max_runtime_seconds=runtime if _whole_number(runtime) else None,
+            )
+        )
+    if "priority_class" not in broken:
+        _put(
+            errors,
+            "priority_class",
+            budget_core.stop_problem(
+                context.budget, priority_class=priority_of(request), leads=context.leads
+            ),
+        )
     return errors
 
 
@@ -523,6 +567,12 @@ def charge_of(
         resolved,
         datasets,
         parallelism=parallelism_of(request),
+        max_runtime_seconds=policy_core.runtime_default(
+            context.policy if context else None, request.kind, request.max_runtime_seconds
+        ),
+        idle_timeout_seconds=policy_core.idle_timeout_default(
+            context.policy if context else None, request.kind, request.idle_timeout_seconds
+        ),
     )
 
 

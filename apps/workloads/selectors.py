@@ -12,10 +12,12 @@ from django.db.models import Count, F, Q, QuerySet, Sum
 
 from apps.accounts.models import Team, User
 from apps.accounts.selectors import is_team_lead, team_ids_of
+from apps.budgets.selectors import budget_state
 from apps.catalog.models import ClusterNode, GpuClass, Image
 from apps.catalog.selectors import gpu_classes_offered, ready_nodes, sharing_class_names
 from apps.credentials.selectors import secrets_usable_by
 from apps.datasets.selectors import team_datasets
+from apps.policies.selectors import team_policy_spec
 from apps.quotas.core import format_milli
 from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import team_quota
@@ -288,8 +290,9 @@ def _select_sql(columns: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
 def request_context(*, actor: User, team: Team, gpu_class: GpuClass, image: Image) -> rules.Context:
     """What the request rule set reads of the database for ``actor`` asking ``team``'s quota
     of ``gpu_class`` with ``image``: the role, the class's ready nodes, the quota, and what
-    one replica asks for besides GPUs, the secrets the actor may use, the team's datasets. Six
-    small queries."""
+    one replica asks for besides GPUs, the secrets the actor may use, the team's datasets, its
+    policy and this month's budget. Eight small queries (a few more when the team has a
+    policy)."""
     defaults = {f.name: f.get_default() for f in Workload._meta.fields}
     return rules.Context(
         team=team.name,
@@ -310,6 +313,8 @@ def request_context(*, actor: User, team: Team, gpu_class: GpuClass, image: Imag
         ),
         datasets=tuple(team_datasets(team)),
         admin=actor.is_staff,
+        policy=team_policy_spec(team),
+        budget=budget_state(team),
     )
 
 

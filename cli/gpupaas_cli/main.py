@@ -852,6 +852,227 @@ def images(as_json: JsonOpt = False) -> None:
     )
 
 
+# --- governance: team policies, budgets, right-sizing advice ----------------------------------
+
+policy_app = typer.Typer(
+    help="A team's policy: classes, images, size and runtime caps (set by platform admins).",
+    no_args_is_help=True,
+)
+app.add_typer(policy_app, name="policy")
+budget_app = typer.Typer(
+    help="A team's monthly budget: spend, run rate, forecast, thresholds, hard stop.",
+    no_args_is_help=True,
+)
+app.add_typer(budget_app, name="budget")
+advice_app = typer.Typer(
+    help="Right-sizing advice for quotas from measured usage (platform admins).",
+    no_args_is_help=True,
+)
+app.add_typer(advice_app, name="advice")
+TeamSlugOpt = Annotated[str, typer.Option(help="The team's slug.")]
+PER_KIND = ("notebook", "training", "sweep")
+
+
+def _per_kind(items: list[str] | None, what: str) -> dict[str, int]:
+    """``KIND=DURATION`` pairs (``training=48h``) as seconds per kind."""
+    result = {}
+    for kind, text in spec.parse_pairs(items or [], what).items():
+        if kind not in PER_KIND:
+            raise spec.SpecError(f"{what}: the kind is one of {', '.join(PER_KIND)}, not {kind}.")
+        result[kind] = spec.duration_seconds(text, what)
+    return result
+
+
+def _policy_text(p: dict[str, Any]) -> str:
+    lines = p.get("summary") or []
+    return "\n".join(lines) if lines else "No restrictions."
+
+
+@policy_app.command("show")
+@handles_errors
+def policy_show(team: TeamSlugOpt, as_json: JsonOpt = False) -> None:
+    """What the team may ask for beyond its quota."""
+    with client() as api:
+        result = api.get(f"/api/v1/teams/{team}/policy/")
+    if as_json:
+        output.emit_json(result)
+    else:
+        typer.echo(_policy_text(result))
+
+
+@policy_app.command("set")
+@handles_errors
+def policy_set(
+    team: TeamSlugOpt,
+    gpu_class: Annotated[
+        list[str] | None, typer.Option("--class", help="An allowed GPU class (repeat).")
+    ] = None,
+    image: Annotated[list[str] | None, typer.Option(help="An allowed image (repeat).")] = None,
+    max_gpus: Annotated[
+        str | None, typer.Option(help="GPUs one workload may hold at once, e.g. 4 or 0.5.")
+    ] = None,
+    max_runtime: Annotated[
+        list[str] | None, typer.Option(help="KIND=DURATION, e.g. training=48h (repeat).")
+    ] = None,
+    idle_timeout: Annotated[
+        list[str] | None, typer.Option(help="KIND=DURATION default, e.g. notebook=30m (repeat).")
+    ] = None,
+    exclusive_class: Annotated[
+        list[str] | None,
+        typer.Option(help="A class on which the team shares no GPU with other teams (repeat)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replace the team's policy (platform admins); what is left out restricts nothing."""
+    body = {
+        "allowed_classes": gpu_class or [],
+        "allowed_images": image or [],
+        "max_gpu_milli_per_workload": spec.gpus_to_milli(max_gpus) if max_gpus else None,
+        "max_runtime_seconds": _per_kind(max_runtime, "max-runtime"),
+        "default_idle_timeout_seconds": _per_kind(idle_timeout, "idle-timeout"),
+        "exclusive_classes": exclusive_class or [],
+    }
+    with client() as api:
+        result = api.request("PUT", f"/api/v1/teams/{team}/policy/", json=body)
+    if as_json:
+        output.emit_json(result)
+    else:
+        typer.echo(f"Policy of {team} saved.\n{_policy_text(result)}")
+
+
+def _budget_text(b: dict[str, Any]) -> str:
+    if b["amount"] is None:
+        return f"{b['team']} has no budget for {b['month']}."
+    c = b["currency"]
+    stop = "on" if b["hard_stop"] else "off"
+    if b["stopping"]:
+        stop += ": spent; new work only in the batch class or with a lead's approval"
+    elif b["stop_lifted"]:
+        stop += " (a lead approved more work this month)"
+    return "\n".join(
+        [
+            f"Budget of {b['team']} for {b['month']}: {b['amount']} {c}",
+            f"Spent: {b['spent']} {c}   run rate: {b['run_rate_per_hour']} {c}/h",
+            f"Forecast for the month: {b['forecast']} {c}",
+            f"Warnings at: {', '.join(f'{t}%' for t in b['thresholds']) or 'none'}",
+            f"Hard stop: {stop}",
+        ]
+    )
+
+
+@budget_app.command("show")
+@handles_errors
+def budget_show(
+    team: TeamSlugOpt,
+    month: Annotated[str | None, typer.Option(help="YYYY-MM; default: this month.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The team's budget, spend so far and the forecast for the month."""
+    with client() as api:
+        result = api.get(f"/api/v1/teams/{team}/budget/", month=month)
+    if as_json:
+        output.emit_json(result)
+    else:
+        typer.echo(_budget_text(result))
+
+
+@budget_app.command("set")
+@handles_errors
+def budget_set(
+    team: TeamSlugOpt,
+    amount: Annotated[str, typer.Option(help="In the platform currency, e.g. 40000.")],
+    month: Annotated[str | None, typer.Option(help="YYYY-MM it holds from.")] = None,
+    threshold: Annotated[
+        list[int] | None, typer.Option(help="Percent at which leads and admins are told (repeat).")
+    ] = None,
+    hard_stop: Annotated[
+        bool, typer.Option(help="Once spent, admit only batch work or a lead's.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Set the team's budget (platform admins)."""
+    body: dict[str, Any] = {"amount": amount, "hard_stop": hard_stop}
+    if month:
+        body["month"] = month
+    if threshold:
+        body["thresholds"] = threshold
+    with client() as api:
+        result = api.request("PUT", f"/api/v1/teams/{team}/budget/", json=body)
+    if as_json:
+        output.emit_json(result)
+    else:
+        typer.echo(_budget_text(result))
+
+
+@budget_app.command("approve")
+@handles_errors
+def budget_approve(team: TeamSlugOpt, as_json: JsonOpt = False) -> None:
+    """Approve more work this month despite the hard stop (leads)."""
+    with client() as api:
+        result = api.post(f"/api/v1/teams/{team}/budget/approve/")
+    if as_json:
+        output.emit_json(result)
+    else:
+        typer.echo(_budget_text(result))
+
+
+DaysOpt = Annotated[int, typer.Option(help="Days of measured usage to look at.")]
+
+
+@advice_app.command("list")
+@handles_errors
+def advice_list(days: DaysOpt = 14, as_json: JsonOpt = False) -> None:
+    """Suggested guarantee and limit per team and class, with the evidence, in GPUs."""
+    with client() as api:
+        rows = api.get("/api/v1/advice/", days=days)
+    if as_json:
+        output.emit_json(rows)
+        return
+    if not rows:
+        typer.echo("No quotas.")
+        return
+    typer.echo(
+        output.table(
+            ["TEAM", "GPU CLASS", "NOW", "SUGGESTED", "USED/HELD GPU-H", "P95 USED", "P95 HELD"],
+            [
+                [
+                    r["team"],
+                    r["gpu_class"],
+                    f"{output.gpus(r['guaranteed_milli'])}-{output.gpus(r['limit_milli'])}",
+                    "-"
+                    if r["suggested_guaranteed_milli"] is None
+                    else f"{output.gpus(r['suggested_guaranteed_milli'])}-"
+                    f"{output.gpus(r['suggested_limit_milli'])}",
+                    f"{r['used_gpu_hours']:.0f}/{r['allocated_gpu_hours']:.0f}",
+                    output.gpus(r["p95_used_milli"]),
+                    output.gpus(r["p95_allocated_milli"]),
+                ]
+                for r in rows
+            ],
+        )
+    )
+
+
+@advice_app.command("apply")
+@handles_errors
+def advice_apply(
+    team: TeamSlugOpt,
+    gpu_class: Annotated[str, typer.Option("--class", help="The GPU class.")],
+    days: DaysOpt = 14,
+    as_json: JsonOpt = False,
+) -> None:
+    """Set the team's quota of the class to the advice (platform admins; audited)."""
+    with client() as api:
+        r = api.post("/api/v1/advice/apply/", {"team": team, "gpu_class": gpu_class, "days": days})
+    if as_json:
+        output.emit_json(r)
+    else:
+        typer.echo(
+            f"{r['team']} on {r['gpu_class']}: {output.gpus(r['guaranteed_milli'])} GPU "
+            f"guaranteed, limit {output.gpus(r['limit_milli'])} GPU. {r['reason']}"
+        )
+
+
 @app.command("config-path", hidden=True)
 def show_config_path() -> None:
     typer.echo(str(config_path()))

@@ -75,6 +75,19 @@ def gpus_to_milli(value: Any) -> int:
     return round(amount * 1000)
 
 
+_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str, what: str) -> int:
+    """``90`` (seconds), ``30m``, ``48h``, ``2d`` → seconds."""
+    value = text.strip().lower()
+    number = value.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = value[len(number) :] or "s"
+    if not number.isdigit() or unit not in _UNITS:
+        raise SpecError(f"{what}: write a duration such as 90, 30m, 48h or 2d, not {text!r}.")
+    return int(number) * _UNITS[unit]
+
+
 def load_file(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

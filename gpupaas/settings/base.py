@@ -50,6 +50,8 @@ INSTALLED_APPS = [
     "apps.catalog",
     "apps.notifications",
     "apps.quotas",
+    "apps.policies",
+    "apps.budgets",
     "apps.credentials",
     "apps.datasets",
     "apps.scheduling",
@@ -355,6 +357,8 @@ TEAM_STORAGE_QUOTA = env_storage("TEAM_STORAGE_QUOTA", "1Ti")
 PROMETHEUS_URL = env_optional_str("PROMETHEUS_URL") or ""
 TELEMETRY_ENABLED = env_bool("TELEMETRY_ENABLED", bool(PROMETHEUS_URL))
 TELEMETRY_INGEST_SECONDS = env_int("TELEMETRY_INGEST_SECONDS", 60, minimum=1)
+# Beat interval of the month-to-date spend and run rate of teams with a budget.
+BUDGET_SPEND_SECONDS = env_int("BUDGET_SPEND_SECONDS", 300, minimum=10)
 TELEMETRY_NODE_HEALTH_SECONDS = env_int("TELEMETRY_NODE_HEALTH_SECONDS", 300, minimum=10)
 TELEMETRY_QUERY_TIMEOUT_SECONDS = env_int("TELEMETRY_QUERY_TIMEOUT_SECONDS", 10, minimum=1)
 TELEMETRY_IDLE_THRESHOLD_PERCENT = env_int("TELEMETRY_IDLE_THRESHOLD_PERCENT", 5, minimum=0)

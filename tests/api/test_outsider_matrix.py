@@ -3,6 +3,7 @@ Also: a read-scoped token cannot write anywhere, and nobody gets in without cred
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -12,11 +13,15 @@ from rest_framework.test import APIClient
 from apps.accounts.models import ApiToken, Membership
 from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
+from apps.budgets.models import Budget
+from apps.budgets.selectors import this_month
+from apps.budgets.services import budget_set
 from apps.credentials.models import Secret
 from apps.datasets.models import Dataset
 from apps.notifications.core import NoticeEvent
 from apps.notifications.models import Notice, NotificationPreference
 from apps.notifications.services import notify
+from apps.policies.models import TeamPolicy
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
@@ -51,12 +56,21 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("get", "/api/v1/teams/{team}/quotas/", None),
     ("get", "/api/v1/teams/{team}/usage/", None),
     ("get", "/api/v1/quotas/?team={team}", None),
+    ("get", "/api/v1/teams/{team}/policy/", None),
+    ("put", "/api/v1/teams/{team}/policy/", {"max_gpu_milli_per_workload": 1000}),
+    ("get", "/api/v1/teams/{team}/budget/", None),
+    ("put", "/api/v1/teams/{team}/budget/", {"amount": "100", "hard_stop": True}),
+    ("post", "/api/v1/teams/{team}/budget/approve/", None),
     ("get", "/api/v1/tokens/{token}/", None),
     ("delete", "/api/v1/tokens/{token}/", None),
     ("post", "/api/v1/notifications/{notice}/read/", None),
 ]
 
+# Written by platform admins only (the lead's side of the matrix is the admin's here).
+ADMIN_WRITES = {"/policy/", "/budget/"}
+
 COLLECTION_WRITES: list[tuple[str, str, dict[str, Any]]] = [
+    ("post", "/api/v1/advice/apply/", {"team": "vision", "gpu_class": "H100-80GB"}),
     ("post", "/api/v1/workloads/", {"kind": "training", "name": "x"}),
     ("post", "/api/v1/workloads/validate/", {"kind": "training", "name": "x"}),
     ("post", "/api/v1/tokens/", {"name": "x", "scopes": ["read"]}),
@@ -81,6 +95,8 @@ ALL_PATHS = [
     "/api/v1/notifications/",
     "/api/v1/notifications/read/",
     "/api/v1/me/notification-preferences/",
+    "/api/v1/advice/",
+    "/api/v1/advice/apply/",
 ]
 
 
@@ -129,6 +145,8 @@ def snapshot() -> tuple[Any, ...]:
         sorted(ApiToken.objects.values_list("id", "revoked_at")),
         sorted(Secret.objects.values_list("id", "keys", "updated_at")),
         sorted(Dataset.objects.values_list("id", "name")),
+        sorted(TeamPolicy.objects.values_list("id", "max_gpu_milli_per_workload")),
+        sorted(Budget.objects.values_list("id", "amount", "stop_lifted_month")),
         AuditEvent.objects.count(),
         sorted(Notice.objects.values_list("id", "read_at")),
         sorted(NotificationPreference.objects.values_list("user_id", "updated_at")),
@@ -155,7 +173,12 @@ def test_owner_side_of_the_matrix_is_not_404(
     """The same requests from the lead reach the objects (so the 404s above mean something)."""
     path = template.format(**ids(cast))
     personal = "/tokens/" in path or "/notifications/" in path
-    client = api(cast.owner if personal else cast.lead, ("write",))
+    user = cast.owner if personal else cast.lead
+    if method == "put" and any(path.endswith(p) for p in ADMIN_WRITES):
+        user = cast.admin
+    if path.endswith("/budget/approve/"):
+        budget_set(actor=cast.admin, team=cast.team, month=this_month(), amount=Decimal(1))
+    client = api(user, ("write",))
     response = getattr(client, method)(path, body, format="json")
     assert response.status_code in (200, 201, 204, 409), (path, response.content)
 

@@ -1,6 +1,7 @@
 """Fuzz pass of every portal form (hypothesis): the three request forms (submit and save as
 template), the API token form, the team page's filters, the usage filters (chargeback), the
-sizing helper and the request form's GET parameters, with valid choices mixed with junk
+overview's quota form, the budget form, right-sizing advice and its apply, the sizing helper
+and the request form's GET parameters, with valid choices mixed with junk
 (Unicode digits, months outside the calendar, huge numbers, NUL, long text, missing fields).
 No answer may be a 5xx; requests and 5xx are counted in the terminal summary
 (tests/plugins/fuzz.py). Bounded: a few hundred requests, derandomized, in CI on every
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from apps.accounts.models import User
 from apps.web.forms.accounts import ApiTokenForm
 from apps.web.forms.notifications import NotificationPreferenceForm
+from apps.web.forms.governance import BudgetForm, QuotaForm
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
     SizingForm,
@@ -185,6 +187,28 @@ def _targets(portal: Portal) -> dict[str, Target]:
     targets["notices-page"] = Target(
         "get", "/notifications/", cast.owner, st.fixed_dictionaries({}, optional={"page": JUNK})
     )
+    targets["overview-quota"] = Target(
+        "post", "/overview/quotas/", cast.admin, form_data(QuotaForm())
+    )
+    targets["team-budget"] = Target(
+        "post", f"/teams/{team}/budget/set/", cast.admin, form_data(BudgetForm())
+    )
+    targets["advice"] = Target(
+        "get", "/overview/advice/", cast.admin, st.fixed_dictionaries({}, optional={"days": JUNK})
+    )
+    targets["advice-apply"] = Target(
+        "post",
+        "/overview/advice/apply/",
+        cast.admin,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "team": st.one_of(st.just(team), JUNK),
+                "gpu_class": st.one_of(st.just(cast.gpu_class.name), JUNK),
+                "days": JUNK,
+            },
+        ),
+    )
     return targets
 
 
@@ -201,6 +225,10 @@ TARGETS = [
     "notification-preferences",
     "notices-read",
     "notices-page",
+    "overview-quota",
+    "team-budget",
+    "advice",
+    "advice-apply",
 ]
 
 

@@ -5,6 +5,7 @@ from django.urls import path
 from apps.web.views import accounts as account_views
 from apps.web.views import credentials as credential_views
 from apps.web.views import datasets as dataset_views
+from apps.web.views import governance as governance_views
 from apps.web.views import notebooks as notebook_views
 from apps.web.views import notifications as notification_views
 from apps.web.views import workloads as views
@@ -27,6 +28,12 @@ urlpatterns = [
         "partials/dashboard/capacity/",
         views.dashboard_capacity_partial,
         name="dashboard-capacity",
+    ),
+    path("overview/", governance_views.overview_page, name="governance-overview"),
+    path("overview/quotas/", governance_views.quota_edit, name="governance-quota-edit"),
+    path("overview/advice/", governance_views.advice_page, name="governance-advice"),
+    path(
+        "overview/advice/apply/", governance_views.advice_apply_view, name="governance-advice-apply"
     ),
     path("workloads/new/", views.workload_new_start, name="workload-new-start"),
     path("workloads/new/<slug:kind>/", views.workload_new, name="workload-new"),
@@ -96,6 +103,13 @@ urlpatterns = [
     path("notebooks/signin/", notebook_views.notebook_signin, name="notebook-signin"),
     # The team page lives with the accounts app; it is mounted here to get a short URL.
     path("teams/<slug:slug>/", account_views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/budget/", governance_views.team_budget, name="team-budget"),
+    path("teams/<slug:slug>/budget/set/", governance_views.team_budget_set, name="team-budget-set"),
+    path(
+        "teams/<slug:slug>/budget/approve/",
+        governance_views.team_budget_approve,
+        name="team-budget-approve",
+    ),
     path("teams/<slug:slug>/datasets/", dataset_views.team_datasets_page, name="team-datasets"),
     path(
         "teams/<slug:slug>/datasets/remove/",

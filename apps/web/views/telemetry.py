@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import Team, User
 from apps.accounts.selectors import sees_cluster, teams_visible_to
+from apps.budgets.selectors import budget_reports
 from apps.telemetry import selectors
 from apps.telemetry.prom import PrometheusUnavailable, default_client
 from apps.web.access import cluster_view
@@ -215,6 +216,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
             )
         return response
     total = sum((r.cost for r in rows), start=selectors.Decimal(0))
+    budgets = budget_reports(list(teams), start)
     return render(
         request,
         "telemetry/chargeback.html",
@@ -225,6 +227,8 @@ def chargeback(request: HttpRequest) -> HttpResponse:
             "teams": teams_visible_to(user),
             "team_slug": team_slug or "",
             "error": error,
+            "budgets": budgets,
+            "currency": settings.PLATFORM_CURRENCY,
         },
         status=400 if error else 200,
     )
