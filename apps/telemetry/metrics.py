@@ -31,7 +31,22 @@ from apps.workloads.models import Workload
 log = logging.getLogger(__name__)
 
 
+NAMES = (
+    "gpupaas_quota_limit_gpus",
+    "gpupaas_quota_used_gpus",
+    "gpupaas_queued_workloads",
+    "gpupaas_queue_wait_seconds_max",
+    "gpupaas_idle_cost_per_hour",
+)
+
+
 class PlatformCollector(Collector):
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        """The names, without touching the database (the registry asks at registration,
+        when the process starts)."""
+        for name in NAMES:
+            yield GaugeMetricFamily(name, "")
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         try:
             yield from self._collect()
