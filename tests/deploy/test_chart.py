@@ -99,6 +99,16 @@ def test_production_values_wire_oidc_prometheus_tls_and_policy(helm_binary: Path
         stream["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-read-timeout"]
         == "7260"
     )
+    for name, spec in _pod_specs(docs).items():
+        mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+        if name.rsplit("-", 1)[-1] in {"web", "stream", "worker"}:
+            assert mounts["clusters"]["readOnly"] is True, name
+            assert {
+                "name": "clusters",
+                "secret": {"secretName": "gpupaas-remote-clusters", "defaultMode": 0o440},
+            } in spec["volumes"]
+        else:  # beat and the migrations reach no cluster
+            assert "clusters" not in mounts, name
     policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
     assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
 

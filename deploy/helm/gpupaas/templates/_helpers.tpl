@@ -116,6 +116,12 @@ affinity:
 volumes:
   - name: tmp
     emptyDir: {sizeLimit: 256Mi}
+{{- if and .automount .root.Values.remoteClusters.existingSecret }}
+  - name: clusters
+    secret:
+      secretName: {{ .root.Values.remoteClusters.existingSecret | quote }}
+      defaultMode: 0440
+{{- end }}
 {{- end -}}
 
 {{- define "gpupaas.image" -}}
