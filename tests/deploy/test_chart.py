@@ -6,15 +6,19 @@ helm is built from its Go module on first use (deploy/devtools/helm.py, cached).
 
 from __future__ import annotations
 
+import base64
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+from kubernetes.config import incluster_config
 
+from apps.orchestration.kube import Kube, api_client_from_config
 from deploy.devtools import helm
 from deploy.devtools import kubesim as ks
 from tests.plugins.kubesim import (
@@ -328,3 +332,38 @@ def test_service_account_cannot_delete_or_change_nodes(
     assert not _can(portal_api, "delete", "nodes")
     assert not _can(portal_api, "create", "pods/eviction", "kube-system")
     assert not _can(portal_api, "delete", "namespaces")
+
+
+@pytest.mark.kubesim
+def test_in_cluster_connection_uses_the_pods_service_account(
+    portal_api: client.ApiClient,
+    kubesim: ks.Kubesim,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cluster registered "in-cluster" (no kubeconfig) talks to the API server with what
+    Kubernetes mounts into the pod: the token and CA files and the KUBERNETES_SERVICE_*
+    variables. Here they are made from the chart's ServiceAccount and kubesim's CA."""
+    portal = yaml.safe_load(
+        service_account_kubeconfig(kubesim, "gpupaas", "gpupaas", tmp_path / "k").read_text()
+    )
+    token_file, ca_file = tmp_path / "token", tmp_path / "ca.crt"
+    token_file.write_text(portal["users"][0]["user"]["token"])
+    ca_file.write_bytes(
+        base64.b64decode(portal["clusters"][0]["cluster"]["certificate-authority-data"])
+    )
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token_file))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca_file))
+    host, port = kubesim.server.removeprefix("https://").rsplit(":", 1)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+
+    kube = Kube(api_client_from_config(kubeconfig=None))
+    nodes = kube.list_objects("v1", "Node")
+    assert {n["metadata"]["name"] for n in nodes} == set(kubesim.nodes)
+    assert not kube.allowed("list", "secrets", namespace="kube-system")
+    who = client.AuthenticationV1Api(kube.api_client).create_self_subject_review(
+        client.V1SelfSubjectReview()
+    )
+    assert who.status.user_info.username == PORTAL
