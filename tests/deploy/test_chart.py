@@ -367,3 +367,25 @@ def test_in_cluster_connection_uses_the_pods_service_account(
         client.V1SelfSubjectReview()
     )
     assert who.status.user_info.username == PORTAL
+
+
+def test_rbac_grants_no_wildcards_and_no_cluster_wide_writes_or_secrets(helm_binary: Path) -> None:
+    docs = render_chart("gpupaas", "-n", "gpupaas", "--show-only", "templates/rbac.yaml")
+    roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+    assert set(roles) == {"gpupaas-cluster", "gpupaas-team"}
+    for rules in roles.values():
+        for rule in rules:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule.get(field, []), rule
+            assert not {"escalate", "impersonate", "deletecollection"} & set(rule["verbs"])
+    cluster_scoped = {"namespaces", "priorityclasses", "nodes", "clusterroles"}
+    writes = {"create", "update", "patch", "delete", "bind"}
+    for rule in roles["gpupaas-cluster"]:
+        assert "secrets" not in rule["resources"]
+        namespaced = set(rule["resources"]) - cluster_scoped
+        if namespaced and set(rule["verbs"]) & writes:
+            assert namespaced == {"rolebindings"}, rule  # narrowed by the admission policy
+        if "clusterroles" in rule["resources"]:
+            assert rule["resourceNames"] == ["gpupaas-team"] and rule["verbs"] == ["bind"]
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert [b["roleRef"]["name"] for b in bindings] == ["gpupaas-cluster"]
