@@ -218,14 +218,21 @@ def test_service_account_may_do_its_cluster_work(portal_api: client.ApiClient) -
 
 @pytest.mark.kubesim
 def test_service_account_cannot_read_secrets_outside_team_namespaces(
-    portal_api: client.ApiClient, k8s_namespace: str
+    portal_api: client.ApiClient, kube_api_client: client.ApiClient
 ) -> None:
+    admin = client.CoreV1Api(kube_api_client)
+    plain = admin.create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(generate_name="t-plain-"))
+    ).metadata.name
     core = client.CoreV1Api(portal_api)
-    for namespace in ("kube-system", "default", "gpupaas", k8s_namespace):
-        assert _refused(lambda ns=namespace: core.list_namespaced_secret(ns)).status == 403
-        assert not _can(portal_api, "get", "secrets", namespace)
-    assert _refused(core.list_secret_for_all_namespaces).status == 403
-    assert _refused(lambda: core.read_namespaced_secret("anything", "kube-system")).status == 403
+    try:
+        for namespace in ("kube-system", "default", "gpupaas", plain):
+            assert _refused(lambda ns=namespace: core.list_namespaced_secret(ns)).status == 403
+            assert not _can(portal_api, "get", "secrets", namespace)
+        assert _refused(core.list_secret_for_all_namespaces).status == 403
+        assert _refused(lambda: core.read_namespaced_secret("x", "kube-system")).status == 403
+    finally:
+        admin.delete_namespace(plain)
 
 
 @pytest.mark.kubesim

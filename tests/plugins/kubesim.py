@@ -151,6 +151,43 @@ def install_chart_rbac(cluster: ks.Kubesim) -> None:
         apply_manifests(admin, docs)
     finally:
         admin.close()
+    _wait_for_admission_policy(cluster)
+
+
+def _wait_for_admission_policy(cluster: ks.Kubesim, timeout: float = 30.0) -> None:
+    """A new ValidatingAdmissionPolicy takes effect about a second after it is stored: wait
+    until it refuses the portal a RoleBinding in kube-system (asked with dryRun)."""
+    path = service_account_kubeconfig(
+        cluster, CHART_NAMESPACE, CHART_SERVICE_ACCOUNT, cluster.data_dir / "probe.kubeconfig"
+    )
+    api = config.new_client_from_config(config_file=str(path))
+    binding = client.V1RoleBinding(
+        metadata=client.V1ObjectMeta(name="gpupaas-probe"),
+        role_ref=client.V1RoleRef(
+            api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=CHART_TEAM_ROLE
+        ),
+        subjects=[
+            client.RbacV1Subject(
+                kind="ServiceAccount", name=CHART_SERVICE_ACCOUNT, namespace=CHART_NAMESPACE
+            )
+        ],
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(
+                    "kube-system", binding, dry_run="All"
+                )
+            except ApiException as exc:
+                if "gpupaas-portal-scope" in str(exc.body):
+                    return
+                raise
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the admission policy was not in effect after {timeout} s")
+            time.sleep(0.2)
+    finally:
+        api.close()
 
 
 def portal_view(cluster: ks.Kubesim) -> ks.Kubesim:
