@@ -88,3 +88,10 @@ ensure_node_deps() {
     (cd "$ROOT/deploy/oidc-provider" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 }
+
+# ensure_helm — the helm command the chart tests use, built from its Go module on first use
+# and cached in ~/.cache/gpupaas/helm/<version>/ (deploy/devtools/helm.py).
+ensure_helm() {
+  log "building (or reusing) helm"
+  "$PY" -m deploy.devtools.helm build >/dev/null
+}

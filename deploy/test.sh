@@ -8,6 +8,7 @@ bootstrap_python
 ensure_postgres
 apt_install redis-server chromium prometheus
 ensure_node_deps
+ensure_helm
 
 log "ruff"
 "$VENV/bin/ruff" check .
@@ -20,3 +21,11 @@ log "import contracts (layers, Kubernetes in orchestration only, pure cores)"
 export DATABASE_URL="${TEST_DATABASE_URL:-postgres://gpupaas:gpupaas@127.0.0.1:5432/gpupaas}"
 log "pytest"
 "$VENV/bin/pytest" -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@"
+
+# The orchestration tests on the simulated cluster once more, with the portal holding the Helm
+# chart's ServiceAccount token instead of the admin's (tests/plugins/kubesim.py).
+if [ $# -eq 0 ]; then
+  log "pytest: orchestration as the chart's ServiceAccount"
+  KUBESIM_IDENTITY=chart K8S_PORTAL_SERVICE_ACCOUNT=gpupaas/gpupaas K8S_PORTAL_TEAM_ROLE=gpupaas-team \
+    "$VENV/bin/pytest" -n "${PYTEST_WORKERS:-2}" --dist loadgroup -m kubesim tests/orchestration
+fi

@@ -413,6 +413,40 @@ class Kube:
         finally:
             response.release_conn()
 
+    def allowed(self, verb: str, resource: str, *, namespace: str, group: str = "") -> bool:
+        """Whether our identity may ``verb`` ``resource`` in ``namespace`` (a
+        SelfSubjectAccessReview, which every authenticated identity may create)."""
+        review = self.resource("authorization.k8s.io/v1", "SelfSubjectAccessReview")
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "verb": verb,
+                    "resource": resource,
+                    "group": group,
+                    "namespace": namespace,
+                }
+            },
+        }
+        result = self._call(lambda: review.create(body=body), f"access review {verb} {resource}")
+        return bool(((result.to_dict() or {}).get("status") or {}).get("allowed"))
+
+    def wait_until_allowed(
+        self, verb: str, resource: str, *, namespace: str, timeout: float = 10.0
+    ) -> None:
+        """Wait for a just-created binding to take effect; :class:`ClusterRefused` if it does
+        not within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self.allowed(verb, resource, namespace=namespace):
+            if time.monotonic() > deadline:
+                raise ClusterRefused(
+                    f"still not allowed to {verb} {resource} in {namespace} after {timeout:.0f} s",
+                    status=403,
+                    reason="Forbidden",
+                )
+            time.sleep(0.1)
+
     def apply_all(
         self, manifests: Iterable[Manifest], *, workload_id: int | None = None
     ) -> list[Applied]:

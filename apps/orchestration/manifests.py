@@ -108,6 +108,36 @@ class TeamSpec:
     volume_size: str = ""
     volume_storage_class: str = ""
     storage_quota: str = ""
+    # The portal's own identity on the cluster (``namespace/name`` of its ServiceAccount) and
+    # the ClusterRole it holds in team namespaces (the Helm chart's ``-team`` role): with
+    # both set, each team namespace gets a RoleBinding granting that role there, and nowhere
+    # else. Empty: the portal runs with a kubeconfig that already may do everything.
+    portal_service_account: str = ""
+    portal_team_role: str = ""
+
+
+PORTAL_ROLE_BINDING = "gpupaas-portal"
+
+
+def portal_role_binding_manifest(team: TeamSpec) -> list[Manifest]:
+    """The RoleBinding that lets the portal manage the team's namespace, if it runs least
+    privileged (see TeamSpec.portal_service_account)."""
+    if not (team.portal_service_account and team.portal_team_role):
+        return []
+    sa_namespace, _, sa_name = team.portal_service_account.partition("/")
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(PORTAL_ROLE_BINDING, team.namespace, **{LABEL_TEAM: team.slug}),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": team.portal_team_role,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": sa_name, "namespace": sa_namespace}],
+        }
+    ]
 
 
 def team_claim_name() -> str:
@@ -199,6 +229,9 @@ def team_manifests(team: TeamSpec) -> list[Manifest]:
                 },
             },
         },
+        # Before everything else in the namespace: without it a least-privileged portal may
+        # create nothing there.
+        *portal_role_binding_manifest(team),
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",

@@ -69,6 +69,8 @@ def team_spec(team: Team) -> m.TeamSpec:
         volume_size=settings.TEAM_VOLUME_SIZE,
         volume_storage_class=settings.TEAM_VOLUME_STORAGE_CLASS,
         storage_quota=settings.TEAM_STORAGE_QUOTA,
+        portal_service_account=settings.K8S_PORTAL_SERVICE_ACCOUNT,
+        portal_team_role=settings.K8S_PORTAL_TEAM_ROLE,
     )
 
 

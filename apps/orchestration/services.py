@@ -78,7 +78,13 @@ def team_namespace_ensure(*, team: Team, clusters: Iterable[Cluster] | None = No
     done = []
     manifests = [*m.priority_class_manifests(), *m.team_manifests(team_spec(team))]
     for cluster in clusters if clusters is not None else enabled_clusters():
-        kube_for(cluster).apply_all(manifests)
+        kube = kube_for(cluster)
+        for manifest in manifests:
+            applied = kube.apply(manifest)
+            if applied.kind == "RoleBinding" and applied.created:
+                # A least-privileged portal may write in the namespace once the API server's
+                # authorizer has seen the new binding (usually within a second).
+                kube.wait_until_allowed("create", "serviceaccounts", namespace=applied.namespace)
         done.append(cluster.name)
     return done
 
@@ -551,6 +557,30 @@ def workload_reconcile(*, workload_id: int) -> str:
     return "nothing"
 
 
+def _labelled_objects(kube: Kube, version: str, kind: str) -> list[dict[str, Any]]:
+    """Objects of a kind carrying a workload label: one cluster-wide list call, except for
+    Secrets, which are listed in team namespaces only (the portal's role may read no other
+    namespace's Secrets): one call for the namespaces, then one per team namespace."""
+    if kind != "Secret":
+        return kube.list_owned(version, kind, label_selector=m.LABEL_WORKLOAD)
+    found: list[dict[str, Any]] = []
+    for ns in kube.list_owned("v1", "Namespace"):
+        if ns["metadata"].get("deletionTimestamp"):
+            continue  # going away, its binding perhaps already gone: nothing to sweep
+        namespace = ns["metadata"]["name"]
+        try:
+            found.extend(
+                kube.list_owned(version, kind, namespace=namespace, label_selector=m.LABEL_WORKLOAD)
+            )
+        except ClusterRefused as exc:
+            if exc.status != 403:
+                raise
+            # The namespace lacks the portal's RoleBinding (the next team pass restores it):
+            # the other namespaces are still swept.
+            log.warning("orphan sweep skips %s: %s", namespace, exc)
+    return found
+
+
 def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
     """One pass over a cluster: live workloads have objects, others have none, orphans go.
 
@@ -562,7 +592,7 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
     listed: list[tuple[str, str, dict[str, Any], str]] = []
     try:
         for version, kind in WORKLOAD_KINDS:
-            for obj in kube.list_owned(version, kind, label_selector=m.LABEL_WORKLOAD):
+            for obj in _labelled_objects(kube, version, kind):
                 owner = (obj["metadata"].get("labels") or {}).get(m.LABEL_WORKLOAD, "")
                 listed.append((version, kind, obj["metadata"], owner))
     except ClusterUnreachable as exc:

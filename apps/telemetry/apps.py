@@ -7,3 +7,8 @@ class TelemetryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "apps.telemetry"
     label = "telemetry"
+
+    def ready(self) -> None:
+        from apps.telemetry import metrics
+
+        metrics.register()

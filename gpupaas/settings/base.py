@@ -317,6 +317,18 @@ if (NOTEBOOK_HOST or NOTEBOOK_WILDCARD_HOST) and not (PORTAL_URL and NOTEBOOK_AU
         "(and NOTEBOOK_AUTH_URL if the ingress controller reaches the portal elsewhere)."
     )
 NOTEBOOK_INGRESS_NAMESPACE = env_str("NOTEBOOK_INGRESS_NAMESPACE", "ingress-nginx")
+# Least privilege on the cluster (the Helm chart sets both): the portal's ServiceAccount as
+# ``namespace/name`` and the ClusterRole it is granted in each team namespace through a
+# RoleBinding it creates with the namespace. Empty: no RoleBinding (a kubeconfig that may
+# already do everything).
+K8S_PORTAL_SERVICE_ACCOUNT = env_optional_str("K8S_PORTAL_SERVICE_ACCOUNT") or ""
+K8S_PORTAL_TEAM_ROLE = env_optional_str("K8S_PORTAL_TEAM_ROLE") or ""
+if bool(K8S_PORTAL_SERVICE_ACCOUNT) != bool(K8S_PORTAL_TEAM_ROLE) or (
+    K8S_PORTAL_SERVICE_ACCOUNT and K8S_PORTAL_SERVICE_ACCOUNT.count("/") != 1
+):
+    raise ImproperlyConfigured(
+        "Set K8S_PORTAL_SERVICE_ACCOUNT (as namespace/name) and K8S_PORTAL_TEAM_ROLE together."
+    )
 NOTEBOOK_HOME_SIZE = env_str("NOTEBOOK_HOME_SIZE", "20Gi")
 # Logs and events outlive the objects: before a workload's objects are deleted, the end of
 # each pod's log (at most this many bytes per replica and attempt) and its Kubernetes events

@@ -38,6 +38,7 @@ from apps.workloads.models import Workload
 from apps.workloads.services import workload_submit, workload_transition
 from deploy.devtools import kubesim as ks
 from tests.factories import ImageFactory, TeamFactory, TeamQuotaFactory, UserFactory
+from tests.plugins.kubesim import admin_kubeconfig, portal_view
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
@@ -115,7 +116,7 @@ def gang_kubesim(
     topology = data / "gangs.yaml"
     topology.write_text(TOPOLOGY)
     with ks.start(data / "cluster", topology=topology) as cluster:
-        yield cluster
+        yield portal_view(cluster)
     # The start spread of each shape goes in the release notes: show it after the run.
     plugins = request.config.pluginmanager
     reporter, capture = plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager")
@@ -129,7 +130,7 @@ def gang_kubesim(
 
 @pytest.fixture(scope="module")
 def api(gang_kubesim: ks.Kubesim) -> Iterator[k8s.ApiClient]:
-    api_client = k8s_config.new_client_from_config(config_file=str(gang_kubesim.kubeconfig))
+    api_client = k8s_config.new_client_from_config(config_file=str(admin_kubeconfig(gang_kubesim)))
     try:
         yield api_client
     finally:

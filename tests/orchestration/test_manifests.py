@@ -628,3 +628,30 @@ def test_a_trial_of_a_sweep_is_one_job_that_knows_its_index() -> None:
     }
     assert (env["SWEEP_INDEX"], env["SWEEP_LR"], env["SWEEP_BS"]) == ("7", "0.01", "64")
     assert job["metadata"]["labels"]["gpupaas.io/sweep-point"] == "0"
+
+
+def test_least_privileged_portal_binds_its_team_role_right_after_the_namespace() -> None:
+    team = m.TeamSpec(
+        slug="vision",
+        namespace="team-vision",
+        portal_service_account="platform/gpupaas",
+        portal_team_role="gpupaas-team",
+    )
+    manifests = m.team_manifests(team)
+    assert [x["kind"] for x in manifests[:3]] == ["Namespace", "RoleBinding", "ServiceAccount"]
+    binding = manifests[1]
+    assert binding["metadata"]["namespace"] == "team-vision"
+    assert binding["metadata"]["labels"][m.LABEL_MANAGED_BY] == m.MANAGED_BY
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "gpupaas-team",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpupaas", "namespace": "platform"}
+    ]
+
+
+def test_portal_with_an_admin_kubeconfig_binds_nothing() -> None:
+    manifests = m.team_manifests(m.TeamSpec(slug="vision", namespace="team-vision"))
+    assert "RoleBinding" not in {x["kind"] for x in manifests}

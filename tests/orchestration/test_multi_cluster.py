@@ -20,6 +20,7 @@ from apps.workloads.models import Workload
 from apps.workloads.services import workload_submit
 from deploy.devtools import kubesim as ks
 from tests.factories import ImageFactory, TeamFactory, TeamQuotaFactory, UserFactory
+from tests.plugins.kubesim import portal_view
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
@@ -40,7 +41,7 @@ def second_cluster(
     topology = data / "b200.yaml"
     topology.write_text(B200_TOPOLOGY)
     with ks.start(data / "cluster", topology=topology) as cluster:
-        yield cluster
+        yield portal_view(cluster)
 
 
 def jobs_on(kubeconfig: Path, namespace: str, workload: Workload) -> list[Any]:

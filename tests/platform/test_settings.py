@@ -187,3 +187,19 @@ def test_a_notebook_host_needs_the_portal_to_guard_it() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "https://gpu.example.com/notebooks/auth/"
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {"K8S_PORTAL_SERVICE_ACCOUNT": "gpupaas/gpupaas"},
+        {"K8S_PORTAL_TEAM_ROLE": "gpupaas-team"},
+        {"K8S_PORTAL_SERVICE_ACCOUNT": "gpupaas", "K8S_PORTAL_TEAM_ROLE": "gpupaas-team"},
+    ],
+)
+def test_half_a_portal_identity_fails_loudly(environment: dict[str, str]) -> None:
+    result = _manage("gpupaas.settings.dev", "check", **environment)
+    assert result.returncode != 0
+    assert (
+        "K8S_PORTAL_SERVICE_ACCOUNT (as namespace/name) and K8S_PORTAL_TEAM_ROLE" in result.stderr
+    )
