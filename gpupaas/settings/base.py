@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "apps.audit",
     "apps.catalog",
     "apps.quotas",
+    "apps.reservations",
     "apps.credentials",
     "apps.datasets",
     "apps.scheduling",
