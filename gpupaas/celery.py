@@ -35,6 +35,8 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("telemetry ingest", settings.TELEMETRY_INGEST_SECONDS, taskqueue.TELEMETRY_INGEST),
         ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, taskqueue.TELEMETRY_NODE_HEALTH),
         ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.SCHEDULING_CYCLE),
+        ("quota grants", settings.GOVERNANCE_BOUNDARY_SECONDS, taskqueue.QUOTA_GRANT_BOUNDARIES),
+        ("reservations", settings.GOVERNANCE_BOUNDARY_SECONDS, taskqueue.RESERVATION_BOUNDARIES),
     ]
     for name, seconds, task in schedule:
         sender.add_periodic_task(float(seconds), sender.signature(task.name), name=name)
