@@ -6,6 +6,7 @@ from apps.api.views import accounts as accounts_api
 from apps.api.views import catalog as catalog_api
 from apps.api.views import credentials as credentials_api
 from apps.api.views import datasets as datasets_api
+from apps.api.views import governance as governance_api
 from apps.api.views import quotas as quotas_api
 from apps.api.views import telemetry as telemetry_api
 from apps.api.views import workloads as workloads_api
@@ -108,4 +109,42 @@ urlpatterns = [
         name="gpu-class-detail",
     ),
     path("images/", catalog_api.ImageListView.as_view(), name="images"),
+    # quota requests and reservations
+    path("quota-requests/", governance_api.QuotaRequestListView.as_view(), name="quota-requests"),
+    path(
+        "quota-requests/<int:request_id>/",
+        governance_api.QuotaRequestDetailView.as_view(),
+        name="quota-request-detail",
+    ),
+    path(
+        "quota-requests/<int:request_id>/decide/",
+        governance_api.QuotaRequestDecideView.as_view(),
+        name="quota-request-decide",
+    ),
+    path(
+        "quota-requests/<int:request_id>/cancel/",
+        governance_api.QuotaRequestCancelView.as_view(),
+        name="quota-request-cancel",
+    ),
+    path("reservations/", governance_api.ReservationListView.as_view(), name="reservations"),
+    path(
+        "reservations/calendar/",
+        governance_api.ReservationCalendarView.as_view(),
+        name="reservations-calendar",
+    ),
+    path(
+        "reservations/<int:reservation_id>/",
+        governance_api.ReservationDetailView.as_view(),
+        name="reservation-detail",
+    ),
+    path(
+        "reservations/<int:reservation_id>/decide/",
+        governance_api.ReservationDecideView.as_view(),
+        name="reservation-decide",
+    ),
+    path(
+        "reservations/<int:reservation_id>/cancel/",
+        governance_api.ReservationCancelView.as_view(),
+        name="reservation-cancel",
+    ),
 ]

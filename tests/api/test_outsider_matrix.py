@@ -3,10 +3,12 @@ Also: a read-scoped token cannot write anywhere, and nobody gets in without cred
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.accounts.models import ApiToken, Membership
@@ -14,6 +16,8 @@ from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
 from apps.credentials.models import Secret
 from apps.datasets.models import Dataset
+from apps.quotas.models import QuotaRequest
+from apps.reservations.models import Reservation
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
@@ -22,6 +26,23 @@ from tests.factories import WorkloadFactory
 from tests.plugins.cast import Cast
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fake_cluster")]
+
+QUOTA_REQUEST_BODY = {
+    "team": "vision",
+    "gpu_class": "H100-80GB",
+    "kind": "team",
+    "amount_milli": 2000,
+    "starts_at": "2030-01-01T00:00:00Z",
+    "ends_at": "2030-01-08T00:00:00Z",
+    "justification": "a deadline",
+}
+RESERVATION_BODY = {
+    "team": "vision",
+    "gpu_class": "H100-80GB",
+    "count": 2,
+    "starts_at": "2030-01-01T09:00:00Z",
+    "ends_at": "2030-01-01T13:00:00Z",
+}
 
 # (method, path template, body) for every operation on an object that belongs to someone.
 OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
@@ -50,6 +71,16 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("get", "/api/v1/quotas/?team={team}", None),
     ("get", "/api/v1/tokens/{token}/", None),
     ("delete", "/api/v1/tokens/{token}/", None),
+    ("get", "/api/v1/quota-requests/?team={team}", None),
+    ("post", "/api/v1/quota-requests/", QUOTA_REQUEST_BODY),
+    ("get", "/api/v1/quota-requests/{quota_request}/", None),
+    ("post", "/api/v1/quota-requests/{quota_request}/decide/", {"approve": True, "comment": "ok"}),
+    ("post", "/api/v1/quota-requests/{quota_request}/cancel/", None),
+    ("get", "/api/v1/reservations/?team={team}", None),
+    ("post", "/api/v1/reservations/", RESERVATION_BODY),
+    ("get", "/api/v1/reservations/{reservation}/", None),
+    ("post", "/api/v1/reservations/{reservation}/decide/", {"approve": True, "comment": "ok"}),
+    ("post", "/api/v1/reservations/{reservation}/cancel/", None),
 ]
 
 COLLECTION_WRITES: list[tuple[str, str, dict[str, Any]]] = [
@@ -68,6 +99,9 @@ ALL_PATHS = [
     "/api/v1/images/",
     "/api/v1/tokens/",
     "/api/v1/usage/",
+    "/api/v1/quota-requests/",
+    "/api/v1/reservations/",
+    "/api/v1/reservations/calendar/",
 ]
 
 
@@ -77,7 +111,33 @@ def ids(cast: Cast) -> dict[str, Any]:
     token, _ = api_token_create(actor=cast.owner, name="owner's", scopes=["read"], expires_at=None)
     Secret.objects.create(team=cast.team, name="hf", keys=["token"], k8s_name="gpp-s-matrix")
     Dataset.objects.create(team=cast.team, name="imagenet", kind="claim", claim="imagenet-pvc")
+    # A member's request for a higher cap (the team's lead decides it) and a booking above the
+    # approval threshold (a platform admin decides it).
+    cast.team.quotas.update(per_user_cap_milli=2000)
+    later = timezone.now() + timedelta(days=1)
+    quota_request = QuotaRequest.objects.create(
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        requested_by=cast.owner,
+        kind=QuotaRequest.Kind.USER,
+        amount_milli=1000,
+        starts_at=later,
+        ends_at=later + timedelta(days=7),
+        justification="sweeps",
+    )
+    reservation = Reservation.objects.create(
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        requested_by=cast.lead,
+        count=9,
+        size_milli=1000,
+        total_milli=9000,
+        starts_at=later,
+        ends_at=later + timedelta(hours=4),
+    )
     return {
+        "quota_request": quota_request.pk,
+        "reservation": reservation.pk,
         "workload": WorkloadFactory(**common, image=cast.image, state=core.RUNNING).pk,
         "notebook": WorkloadFactory(
             **common, image=cast.image, kind=core.KIND_NOTEBOOK, state=core.RUNNING
@@ -104,6 +164,8 @@ def snapshot() -> tuple[Any, ...]:
         sorted(ApiToken.objects.values_list("id", "revoked_at")),
         sorted(Secret.objects.values_list("id", "keys", "updated_at")),
         sorted(Dataset.objects.values_list("id", "name")),
+        sorted(QuotaRequest.objects.values_list("id", "state")),
+        sorted(Reservation.objects.values_list("id", "state")),
         AuditEvent.objects.count(),
     )
 
@@ -127,7 +189,9 @@ def test_owner_side_of_the_matrix_is_not_404(
 ) -> None:
     """The same requests from the lead reach the objects (so the 404s above mean something)."""
     path = template.format(**ids(cast))
-    client = api(cast.owner if "/tokens/" in path else cast.lead, ("write",))
+    # Bookings above the approval threshold are decided by platform admins only.
+    decider = cast.admin if path.startswith("/api/v1/reservations/") else cast.lead
+    client = api(cast.owner if "/tokens/" in path else decider, ("write",))
     response = getattr(client, method)(path, body, format="json")
     assert response.status_code in (200, 201, 204, 409), (path, response.content)
 
@@ -181,6 +245,8 @@ def test_matrix_covers_every_api_route() -> None:
         .replace("{suspended}", "{w}")
         .replace("{sweep}", "{w}")
         .replace("{team}", "{t}")
+        .replace("{quota_request}", "<int:request_id>")
+        .replace("{reservation}", "<int:reservation_id>")
         for _, t, _ in OBJECT_ENDPOINTS
     } | set(ALL_PATHS)
     covered = {
