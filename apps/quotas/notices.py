@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from importlib import import_module
 
 from django.apps import apps as django_apps
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
 from apps.accounts.models import Team, User
 from apps.quotas.core import format_milli
@@ -32,10 +32,7 @@ class Notice:
 
 
 def _link(pk: int) -> str:
-    try:
-        return reverse("web:quota-request-detail", args=[pk])
-    except NoReverseMatch:
-        return ""
+    return reverse("quota-request-detail", args=[pk])
 
 
 def decided_notice(request: QuotaRequest) -> Notice:

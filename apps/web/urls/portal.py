@@ -5,6 +5,7 @@ from django.urls import path
 from apps.web.views import accounts as account_views
 from apps.web.views import credentials as credential_views
 from apps.web.views import datasets as dataset_views
+from apps.web.views import governance as governance_views
 from apps.web.views import notebooks as notebook_views
 from apps.web.views import workloads as views
 
@@ -99,5 +100,27 @@ urlpatterns = [
         "teams/<slug:slug>/secrets/delete/",
         credential_views.team_secret_delete,
         name="team-secret-delete",
+    ),
+    path("quota-requests/", governance_views.quota_requests_page, name="quota-requests"),
+    path(
+        "quota-requests/<int:request_id>/",
+        governance_views.quota_request_detail,
+        name="quota-request-detail",
+    ),
+    path(
+        "quota-requests/<int:request_id>/withdraw/",
+        governance_views.quota_request_withdraw,
+        name="quota-request-withdraw",
+    ),
+    path("reservations/", governance_views.reservations_page, name="reservations"),
+    path(
+        "reservations/<int:reservation_id>/decide/",
+        governance_views.reservation_decide_view,
+        name="reservation-decide",
+    ),
+    path(
+        "reservations/<int:reservation_id>/withdraw/",
+        governance_views.reservation_withdraw,
+        name="reservation-withdraw",
     ),
 ]
