@@ -120,6 +120,7 @@ def test_book_see_the_calendar_and_the_refusal_over_the_api(cast: Cast, api: Cli
         ({}, "gpu_class"),
         ({"gpu_class": cast.gpu_class.name, "hours": "9999"}, "hours"),
         ({"gpu_class": cast.gpu_class.name, "start": "soon"}, "start"),
+        ({"gpu_class": cast.gpu_class.name, "start": "9999-12-31T23:00:00Z"}, "start"),
     ]:
         bad = lead.get("/api/v1/reservations/calendar/", query)
         assert bad.status_code == 400 and field in bad.json()["fields"], bad.content

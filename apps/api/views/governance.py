@@ -452,6 +452,8 @@ def _calendar_start(text: str | None) -> datetime:
         start: datetime = field.to_internal_value(text)
     except serializers.ValidationError as exc:
         raise ValidationError({"start": exc.detail}) from exc
+    if not 2000 <= start.year <= 9000:
+        raise ValidationError({"start": ["Pick a time between the years 2000 and 9000."]})
     return start.replace(minute=0, second=0, microsecond=0)
 
 

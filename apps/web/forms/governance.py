@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from django import forms
@@ -98,6 +99,12 @@ class CalendarForm(forms.Form):
         required=False,
         widget=forms.DateInput(attrs={"type": "date"}),
     )
+
+    def clean_day(self) -> date | None:
+        day: date | None = self.cleaned_data.get("day")
+        if day is not None and not 2000 <= day.year <= 9000:
+            raise forms.ValidationError("Pick a day between the years 2000 and 9000.")
+        return day
 
     def __init__(self, *args: Any, classes: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
