@@ -109,7 +109,7 @@ def quota_requests_page(request: HttpRequest) -> HttpResponse:
         except ValidationError as exc:
             _form_errors(form, exc)
         else:
-            messages.success(request, f"Quota request #{created.pk} sent; you will be told.")
+            messages.success(request, f"Quota request #{created.pk} sent.")
             return redirect("quota-request-detail", request_id=created.pk)
     return render(
         request,
@@ -151,7 +151,7 @@ def quota_request_detail(request: HttpRequest, request_id: int) -> HttpResponse:
         except ValidationError as exc:
             _form_errors(form, exc)
         else:
-            messages.success(request, f"Quota request #{row.pk} decided; the asker is told.")
+            messages.success(request, f"Quota request #{row.pk} decided.")
             return redirect("quota-request-detail", request_id=row.pk)
     row = _request_or_404(request, request_id)
     (info,) = _rows([row], user)
@@ -231,7 +231,7 @@ def _booking_teams(user: User) -> QuerySet[Team]:
 def reservations_page(request: HttpRequest) -> HttpResponse:
     user = _user(request)
     classes = gpu_classes_offered()
-    shown = CalendarForm(request.GET or None, classes=classes)
+    shown = CalendarForm(request.GET or None, classes=classes, auto_id="cal_%s")
     gpu_class = classes.first()
     tz = timezone.get_current_timezone()
     start = timezone.now().astimezone(tz).replace(minute=0, second=0, microsecond=0)
