@@ -37,6 +37,7 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.SCHEDULING_CYCLE),
         ("quota grants", settings.GOVERNANCE_BOUNDARY_SECONDS, taskqueue.QUOTA_GRANT_BOUNDARIES),
         ("reservations", settings.GOVERNANCE_BOUNDARY_SECONDS, taskqueue.RESERVATION_BOUNDARIES),
+        ("notice sweep", settings.NOTIFY_SWEEP_SECONDS, taskqueue.NOTICE_SWEEP),
     ]
     for name, seconds, task in schedule:
         sender.add_periodic_task(float(seconds), sender.signature(task.name), name=name)

@@ -7,6 +7,7 @@ from apps.api.views import catalog as catalog_api
 from apps.api.views import credentials as credentials_api
 from apps.api.views import datasets as datasets_api
 from apps.api.views import governance as governance_api
+from apps.api.views import notifications as notifications_api
 from apps.api.views import quotas as quotas_api
 from apps.api.views import telemetry as telemetry_api
 from apps.api.views import workloads as workloads_api
@@ -15,6 +16,22 @@ app_name = "api"
 
 urlpatterns = [
     path("me/", accounts_api.MeView.as_view(), name="me"),
+    path(
+        "me/notification-preferences/",
+        notifications_api.NotificationPreferencesView.as_view(),
+        name="notification-preferences",
+    ),
+    path("notifications/", notifications_api.NoticeListView.as_view(), name="notifications"),
+    path(
+        "notifications/read/",
+        notifications_api.NoticeReadAllView.as_view(),
+        name="notifications-read",
+    ),
+    path(
+        "notifications/<int:notice_id>/read/",
+        notifications_api.NoticeReadView.as_view(),
+        name="notification-read",
+    ),
     path("tokens/", accounts_api.TokenListView.as_view(), name="tokens"),
     path("tokens/<int:token_id>/", accounts_api.TokenDetailView.as_view(), name="token-detail"),
     # workloads

@@ -66,6 +66,8 @@ TELEMETRY_NODE_HEALTH: TaskRef[[]] = TaskRef("telemetry.node_health")
 
 QUOTA_GRANT_BOUNDARIES: TaskRef[[]] = TaskRef("quotas.grant_boundaries")
 RESERVATION_BOUNDARIES: TaskRef[[]] = TaskRef("reservations.boundaries")
+NOTICE_DELIVER: TaskRef[[int]] = TaskRef("notifications.deliver", ("delivery_id",))
+NOTICE_SWEEP: TaskRef[[]] = TaskRef("notifications.sweep")
 
 REGISTRY: tuple[TaskRef, ...] = (
     HEARTBEAT,
@@ -82,4 +84,6 @@ REGISTRY: tuple[TaskRef, ...] = (
     TELEMETRY_NODE_HEALTH,
     QUOTA_GRANT_BOUNDARIES,
     RESERVATION_BOUNDARIES,
+    NOTICE_DELIVER,
+    NOTICE_SWEEP,
 )

@@ -1,23 +1,21 @@
-"""What people are told about their quota requests: composed here, delivered by the
-notifications app (``apps.notifications.services.notify``) when it is installed."""
+"""What people are told about their quota requests: composed here, delivered through the
+notifications app (once per person and key, after the transaction commits)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import import_module
+from datetime import UTC
 
-from django.apps import apps as django_apps
 from django.urls import reverse
 
 from apps.accounts.models import Team, User
+from apps.notifications.core import NoticeEvent
+from apps.notifications.services import notify
 from apps.quotas.core import format_milli
 from apps.quotas.models import QuotaGrant, QuotaRequest
 
-log = logging.getLogger(__name__)
-
-EVENT_DECIDED = "QUOTA_REQUEST_DECIDED"  # a member of NoticeEvent, by name
+EVENT_DECIDED = NoticeEvent.QUOTA_REQUEST_DECIDED
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,8 @@ def _link(pk: int) -> str:
 
 def decided_notice(request: QuotaRequest) -> Notice:
     amount = f"{format_milli(request.amount_milli)} GPU of {request.gpu_class.name}"
-    period = f"{request.starts_at:%Y-%m-%d %H:%M} – {request.ends_at:%Y-%m-%d %H:%M} UTC"
+    start, end = request.starts_at.astimezone(UTC), request.ends_at.astimezone(UTC)
+    period = f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC"
     verdict = "approved" if request.state == QuotaRequest.State.APPROVED else "rejected"
     who = request.decided_by.get_username() if request.decided_by else "an admin"
     body = f"Your request for {amount} ({period}) in {request.team.name} was {verdict} by {who}."
@@ -64,9 +63,9 @@ def ended_notice(grant: QuotaGrant) -> Notice:
         title=f"Quota grant ended: {amount}",
         body=(
             f"The extra {amount} granted to {grant.team.name} ended at "
-            f"{grant.ends_at:%Y-%m-%d %H:%M} UTC. Work above the remaining quota keeps running "
-            "on borrowed capacity: it may be preempted, with its grace period, when another "
-            "team reclaims it."
+            f"{grant.ends_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC. Work above the remaining "
+            "quota keeps running on borrowed capacity: it may be preempted, with its grace "
+            "period, when another team reclaims it."
         ),
         key=f"quota-grant-{grant.pk}-ended",
         link=_link(grant.request_id),
@@ -75,22 +74,15 @@ def ended_notice(grant: QuotaGrant) -> Notice:
 
 
 def deliver(notice: Notice) -> int:
-    """Hand the notice to the notifications app; 0 when it is not installed."""
-    if not django_apps.is_installed("apps.notifications"):
-        log.info("notice %s not delivered: no notifications app", notice.key)
-        return 0
-    services = import_module("apps.notifications.services")
-    core = import_module("apps.notifications.core")
-    sent: int = services.notify(
-        event=core.NoticeEvent[notice.event],
-        users=list(notice.users),
+    return notify(
+        event=notice.event,
+        users=notice.users,
         title=notice.title,
         body=notice.body,
         key=notice.key,
         link=notice.link,
         team=notice.team,
     )
-    return sent
 
 
 def quota_request_decided(request: QuotaRequest) -> Sequence[Notice]:

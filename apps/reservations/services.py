@@ -14,7 +14,7 @@ from apps.accounts.selectors import is_team_lead
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass
 from apps.common import taskqueue
-from apps.reservations import core
+from apps.reservations import core, notices
 from apps.reservations.models import Reservation
 from apps.reservations.selectors import booking_conflict
 
@@ -138,6 +138,7 @@ def reservation_decide(
         )
         if approve and locked.starts_at <= now:
             _window_changed(locked)
+        notices.reservation_decided(locked)
     return locked
 
 

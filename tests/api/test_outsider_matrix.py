@@ -16,6 +16,9 @@ from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
 from apps.credentials.models import Secret
 from apps.datasets.models import Dataset
+from apps.notifications.core import NoticeEvent
+from apps.notifications.models import Notice, NotificationPreference
+from apps.notifications.services import notify
 from apps.quotas.models import QuotaRequest
 from apps.reservations.models import Reservation
 from apps.workloads import core
@@ -81,12 +84,19 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("get", "/api/v1/reservations/{reservation}/", None),
     ("post", "/api/v1/reservations/{reservation}/decide/", {"approve": True, "comment": "ok"}),
     ("post", "/api/v1/reservations/{reservation}/cancel/", None),
+    ("post", "/api/v1/notifications/{notice}/read/", None),
 ]
 
 COLLECTION_WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("post", "/api/v1/workloads/", {"kind": "training", "name": "x"}),
     ("post", "/api/v1/workloads/validate/", {"kind": "training", "name": "x"}),
     ("post", "/api/v1/tokens/", {"name": "x", "scopes": ["read"]}),
+    ("post", "/api/v1/notifications/read/", {}),
+    (
+        "put",
+        "/api/v1/me/notification-preferences/",
+        {"email_events": [], "webhook_events": [], "portal_events": [], "webhook_url": ""},
+    ),
 ]
 
 ALL_PATHS = [
@@ -102,6 +112,9 @@ ALL_PATHS = [
     "/api/v1/quota-requests/",
     "/api/v1/reservations/",
     "/api/v1/reservations/calendar/",
+    "/api/v1/notifications/",
+    "/api/v1/notifications/read/",
+    "/api/v1/me/notification-preferences/",
 ]
 
 
@@ -154,7 +167,19 @@ def ids(cast: Cast) -> dict[str, Any]:
         ).pk,
         "team": cast.team.slug,
         "token": token.pk,
+        "notice": _notice_of(cast),
     }
+
+
+def _notice_of(cast: Cast) -> int:
+    notify(
+        event=NoticeEvent.FAILED,
+        users=[cast.owner],
+        title="resnet failed",
+        body="",
+        key="matrix-notice",
+    )
+    return Notice.objects.get(user=cast.owner, key="matrix-notice").pk
 
 
 def snapshot() -> tuple[Any, ...]:
@@ -167,6 +192,8 @@ def snapshot() -> tuple[Any, ...]:
         sorted(QuotaRequest.objects.values_list("id", "state")),
         sorted(Reservation.objects.values_list("id", "state")),
         AuditEvent.objects.count(),
+        sorted(Notice.objects.values_list("id", "read_at")),
+        sorted(NotificationPreference.objects.values_list("user_id", "updated_at")),
     )
 
 
@@ -191,7 +218,8 @@ def test_owner_side_of_the_matrix_is_not_404(
     path = template.format(**ids(cast))
     # Bookings above the approval threshold are decided by platform admins only.
     decider = cast.admin if path.startswith("/api/v1/reservations/") else cast.lead
-    client = api(cast.owner if "/tokens/" in path else decider, ("write",))
+    personal = "/tokens/" in path or "/notifications/" in path
+    client = api(cast.owner if personal else decider, ("write",))
     response = getattr(client, method)(path, body, format="json")
     assert response.status_code in (200, 201, 204, 409), (path, response.content)
 
@@ -252,6 +280,7 @@ def test_matrix_covers_every_api_route() -> None:
     covered = {
         c.replace("/members/owner/", "/members/<str:username>/")
         .replace("{token}", "<int:token_id>")
+        .replace("{notice}", "<int:notice_id>")
         .replace("/secrets/hf/", "/secrets/<str:name>/")
         .replace("/datasets/imagenet/", "/datasets/<str:name>/")
         for c in covered

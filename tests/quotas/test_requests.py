@@ -10,6 +10,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
 
 from apps.audit.models import AuditEvent
+from apps.notifications.core import NoticeEvent
+from apps.notifications.models import Notice
 from apps.quotas import notices
 from apps.quotas.models import QuotaGrant, QuotaRequest
 from apps.quotas.services import (
@@ -97,11 +99,14 @@ def test_the_decision_notice_names_the_amount_period_and_comment(cast: Cast) -> 
         actor=cast.admin, request=ask(cast), approve=False, comment="Not this month."
     )
     notice = notices.decided_notice(request)
-    assert notice.event == "QUOTA_REQUEST_DECIDED" and notice.users == (cast.owner,)
+    assert notice.event == NoticeEvent.QUOTA_REQUEST_DECIDED and notice.users == (cast.owner,)
     assert notice.title == "Quota request rejected: 16 GPU of H100-80GB"
     assert "Not this month." in notice.body and "by admin" in notice.body
     assert notice.key == f"quota-request-{request.pk}-decided"
-    assert notice.link.endswith(f"/{request.pk}/")
+    assert notice.link == f"/quota-requests/{request.pk}/"
+    # Delivered once, through the notifications app, to the person who asked only.
+    (told,) = Notice.objects.filter(key=notice.key)
+    assert told.user == cast.owner and told.title == notice.title
 
 
 def test_a_grant_reaches_the_rule_set_of_every_door(cast: Cast) -> None:

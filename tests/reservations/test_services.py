@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from apps.audit.models import AuditEvent
 from apps.catalog.models import GpuClass
+from apps.notifications.models import Notice
 from apps.reservations.models import Reservation
 from apps.reservations.selectors import calendar, effective_limits, effective_quota
 from apps.reservations.services import (
@@ -61,6 +62,9 @@ def test_bookings_within_the_threshold_are_approved_and_above_it_wait_for_an_adm
         reservation_decide(actor=cast.lead, reservation=big, approve=True)
     approved = reservation_decide(actor=cast.admin, reservation=big, approve=True, comment="ok")
     assert approved.state == Reservation.State.APPROVED
+    (told,) = Notice.objects.filter(key=f"reservation-{big.pk}-decided")
+    assert told.user == cast.lead and told.event == "reservation_decided"
+    assert told.title == "Reservation approved: 9 GPU of H100-80GB" and "Comment: ok" in told.body
     assert list(
         AuditEvent.objects.filter(action__startswith="reservation.")
         .order_by("id")

@@ -26,6 +26,7 @@ from apps.catalog.selectors import gpu_classes_offered
 from apps.quotas.models import QuotaRequest
 from apps.web.forms.accounts import ApiTokenForm
 from apps.web.forms.governance import CalendarForm, DecisionForm, QuotaRequestForm, ReservationForm
+from apps.web.forms.notifications import NotificationPreferenceForm
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
     SizingForm,
@@ -201,6 +202,18 @@ def _targets(portal: Portal) -> dict[str, Target]:
         cast.lead,
         form_data(CalendarForm(classes=gpu_classes_offered())),
     )
+    targets["notification-preferences"] = Target(
+        "post",
+        "/notifications/preferences/",
+        cast.owner,
+        form_data(NotificationPreferenceForm()),
+    )
+    targets["notices-read"] = Target(
+        "post", "/notifications/read/", cast.owner, st.fixed_dictionaries({}, optional={"id": JUNK})
+    )
+    targets["notices-page"] = Target(
+        "get", "/notifications/", cast.owner, st.fixed_dictionaries({}, optional={"page": JUNK})
+    )
     return targets
 
 
@@ -218,6 +231,9 @@ TARGETS = [
     "quota-decide",
     "reservation",
     "calendar",
+    "notification-preferences",
+    "notices-read",
+    "notices-page",
 ]
 
 

@@ -5,9 +5,19 @@ from apps.adminsite.admin import (
     audit,
     catalog,
     datasets,
+    notifications,
     quotas,
     telemetry,
     workloads,
 )
 
-__all__ = ["accounts", "audit", "catalog", "datasets", "quotas", "telemetry", "workloads"]
+__all__ = [
+    "accounts",
+    "audit",
+    "catalog",
+    "datasets",
+    "notifications",
+    "quotas",
+    "telemetry",
+    "workloads",
+]

@@ -7,10 +7,18 @@ from apps.web.views import credentials as credential_views
 from apps.web.views import datasets as dataset_views
 from apps.web.views import governance as governance_views
 from apps.web.views import notebooks as notebook_views
+from apps.web.views import notifications as notification_views
 from apps.web.views import workloads as views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("notifications/", notification_views.notices, name="notices"),
+    path("notifications/read/", notification_views.notices_read, name="notices-read"),
+    path(
+        "notifications/preferences/",
+        notification_views.preferences,
+        name="notification-preferences",
+    ),
     path(
         "partials/dashboard/workloads/",
         views.dashboard_workloads_partial,
