@@ -122,9 +122,11 @@ def test_a_reservation_is_available_to_its_team_at_window_start_within_one_cycle
     other_classes: list[str],
     priority: str,
 ) -> None:
-    """Whatever another team runs on it before the window (within its guarantee or borrowed),
-    the first cycle of the window admits the reserving team's work up to the amount reserved:
-    by preempting borrowers with their grace period, never anything within a guarantee."""
+    """Whatever another team runs on it before the window (within its guarantee or borrowed,
+    in any class below production), the first cycle of the window admits the reserving team's
+    work up to the amount reserved: by preempting borrowers with their grace period, never
+    anything within a guarantee. The borrowers here have run past their minimum runtime (at
+    most ten minutes by default), which protects any running work from preemption."""
     capacity = node_count * 8
     reserved = min(reserved_gpus, capacity)
     guarantee = min(other_guarantee, capacity - reserved)  # bookings fit beside guarantees

@@ -66,7 +66,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
     requested_by = serializers.CharField(source="requested_by.username")
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True, default=None)
     capacity_note = serializers.SerializerMethodField(
-        help_text="Set when a team request asks for more than is free in its period."
+        help_text="Set while a team request waits and asks for more than is free in its period."
     )
     may_decide = serializers.SerializerMethodField(help_text="Whether you may decide it.")
 
@@ -78,6 +78,8 @@ class QuotaRequestSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_capacity_note(self, obj: QuotaRequest) -> str | None:
+        if obj.state != QuotaRequest.State.PENDING:
+            return None
         return quota_request_capacity_note(obj)
 
     def get_may_decide(self, obj: QuotaRequest) -> bool:
