@@ -5,7 +5,9 @@ its pure cycle take the time as an argument)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +26,18 @@ from apps.workloads import core
 from tests.portal.conftest import Portal
 
 pytestmark = pytest.mark.browser
+
+
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+
+def shoot(page: Any, artifacts_dir: Path, name: str, *, docs: bool = False) -> None:
+    """A full-page screenshot in test-artifacts/browser/ (and docs/images/ when
+    GPUPAAS_UPDATE_DOCS_SCREENSHOTS=1)."""
+    path = artifacts_dir / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if docs and os.environ.get("GPUPAAS_UPDATE_DOCS_SCREENSHOTS") == "1":
+        shutil.copyfile(path, DOCS_IMAGES / path.name)
 
 
 def local(delta: timedelta) -> str:
@@ -49,7 +63,7 @@ def test_quota_request_from_ask_to_expiry(
     ).to_be_visible()
     request = QuotaRequest.objects.get()
     assert (request.amount_milli, request.requested_by) == (30000, cast.owner)
-    page.screenshot(path=str(artifacts_dir / "quota-request-asked.png"), full_page=True)
+    shoot(page, artifacts_dir, "quota-request-asked")
 
     # A lead cannot decide a team quota: no decision form for them.
     lead = signed_in(cast.lead)
@@ -67,11 +81,11 @@ def test_quota_request_from_ask_to_expiry(
     )
     admin.locator("#id_decision").select_option("approve")
     admin.get_by_label(re.compile("^Comment")).fill("More arrives next week; go ahead.")
-    admin.screenshot(path=str(artifacts_dir / "quota-request-deciding.png"), full_page=True)
+    shoot(admin, artifacts_dir, "quota-request-deciding")
     admin.get_by_role("button", name="Record decision").click()
     expect(admin.get_by_role("heading", name=re.compile("approved"))).to_be_visible()
     expect(admin.locator("#grant-status")).to_contain_text("in effect until")
-    admin.screenshot(path=str(artifacts_dir / "quota-request-approved.png"), full_page=True)
+    shoot(admin, artifacts_dir, "quota-request-approved", docs=True)
 
     # The asker sees the decision and its comment.
     page.reload()
@@ -129,4 +143,4 @@ def test_book_on_the_calendar(
     form.get_by_role("button", name="Book").click()
     expect(page.get_by_text(re.compile("Only 16 GPU of H100-80GB is free"))).to_be_visible()
     page.goto(page.base_url + f"/reservations/?gpu_class={cast.gpu_class.pk}")
-    page.screenshot(path=str(artifacts_dir / "reservations-calendar.png"), full_page=True)
+    shoot(page, artifacts_dir, "reservations-calendar", docs=True)
