@@ -448,6 +448,9 @@ SPECTACULAR_SETTINGS = {
         "WorkloadStateEnum": "apps.workloads.models.Workload.State",
         "WorkloadKindEnum": "apps.workloads.models.Workload.Kind",
         "PriorityClassEnum": "apps.workloads.models.Workload.Priority",
+        "QuotaRequestStateEnum": "apps.quotas.models.QuotaRequest.State",
+        "QuotaRequestKindEnum": "apps.quotas.models.QuotaRequest.Kind",
+        "ReservationStateEnum": "apps.reservations.models.Reservation.State",
     },
 }
 
