@@ -531,6 +531,11 @@ class _Cycle:
         who = f"{w.team}'s {w.priority} workload {w.name or ''} (#{w.id})".replace("  ", " ")
         if rule == RULE_PRIORITY:
             why = f"within a team, {w.priority} preempts {victim.priority}"
+        elif governance.reserved_now(self.s.reservations, w.team, w.gpu_class, self.now):
+            why = (
+                f"{w.team}'s reservation of {w.gpu_class} has begun, and it reclaims capacity "
+                f"that {victim.team} borrowed"
+            )
         else:
             why = (
                 f"{w.team} is below its guarantee and reclaims capacity that {victim.team} borrowed"

@@ -60,6 +60,15 @@ def effective_quotas(
     return out
 
 
+def reserved_now(reservations: Iterable[Booking], team: str, gpu_class: str, now: datetime) -> int:
+    """What ``team`` holds of ``gpu_class`` by reservations open at ``now`` (milli-GPU)."""
+    return sum(
+        b.milli
+        for b in reservations
+        if b.team == team and b.gpu_class == gpu_class and b.active(now)
+    )
+
+
 def user_cap(
     quota: Quota | None, grants: Sequence[Grant], *, owner: str, now: datetime
 ) -> int | None:

@@ -92,7 +92,11 @@ def test_reserved_capacity_is_held_for_the_team_during_the_window_only() -> None
     )
     assert sorted(a.workload_id for a in result.admissions) == [1, 2, 3, 4]
     assert sorted(p.workload_id for p in result.preemptions) == [14, 15, 16, 17]
-    assert all("reclaims capacity that nlp borrowed" in p.reason for p in result.preemptions)
+    assert all(
+        "vision's reservation of H100-80GB has begun, and it reclaims capacity that nlp borrowed"
+        in p.reason
+        for p in result.preemptions
+    )
     before = schedule(
         snapshot(
             running=held, waiting=ws, quotas=quotas, reservations=(booking("vision", 4000, 1, 2),)
