@@ -79,6 +79,8 @@ def test_every_field_has_a_label_and_pages_fit_a_phone(
         "templates": "/workloads/templates/",
         "sizing": "/workloads/sizing/?params_billions=70&precision=bf16&task=lora",
         "workload-queued": f"/workloads/{workload.pk}/",
+        "quota-requests": "/quota-requests/",
+        "reservations": f"/reservations/?gpu_class={portal.cast.gpu_class.pk}",
     }
     desktop = signed_in(portal.cast.lead)
     phone = signed_in(portal.cast.lead, viewport=(375, 812))
