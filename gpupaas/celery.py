@@ -36,6 +36,8 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, taskqueue.TELEMETRY_NODE_HEALTH),
         ("budget spend", settings.BUDGET_SPEND_SECONDS, taskqueue.BUDGET_SPEND_REFRESH),
         ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.SCHEDULING_CYCLE),
+        ("quota grants", settings.GOVERNANCE_BOUNDARY_SECONDS, taskqueue.QUOTA_GRANT_BOUNDARIES),
+        ("reservations", settings.GOVERNANCE_BOUNDARY_SECONDS, taskqueue.RESERVATION_BOUNDARIES),
         ("notice sweep", settings.NOTIFY_SWEEP_SECONDS, taskqueue.NOTICE_SWEEP),
     ]
     for name, seconds, task in schedule:

@@ -3,11 +3,12 @@ from __future__ import annotations
 from django.urls import path
 
 from apps.api.views import accounts as accounts_api
+from apps.api.views import capacity as capacity_api
 from apps.api.views import catalog as catalog_api
 from apps.api.views import credentials as credentials_api
 from apps.api.views import datasets as datasets_api
-from apps.api.views import notifications as notifications_api
 from apps.api.views import governance as governance_api
+from apps.api.views import notifications as notifications_api
 from apps.api.views import quotas as quotas_api
 from apps.api.views import telemetry as telemetry_api
 from apps.api.views import workloads as workloads_api
@@ -135,4 +136,42 @@ urlpatterns = [
         name="gpu-class-detail",
     ),
     path("images/", catalog_api.ImageListView.as_view(), name="images"),
+    # quota requests and reservations
+    path("quota-requests/", capacity_api.QuotaRequestListView.as_view(), name="quota-requests"),
+    path(
+        "quota-requests/<int:request_id>/",
+        capacity_api.QuotaRequestDetailView.as_view(),
+        name="quota-request-detail",
+    ),
+    path(
+        "quota-requests/<int:request_id>/decide/",
+        capacity_api.QuotaRequestDecideView.as_view(),
+        name="quota-request-decide",
+    ),
+    path(
+        "quota-requests/<int:request_id>/cancel/",
+        capacity_api.QuotaRequestCancelView.as_view(),
+        name="quota-request-cancel",
+    ),
+    path("reservations/", capacity_api.ReservationListView.as_view(), name="reservations"),
+    path(
+        "reservations/calendar/",
+        capacity_api.ReservationCalendarView.as_view(),
+        name="reservations-calendar",
+    ),
+    path(
+        "reservations/<int:reservation_id>/",
+        capacity_api.ReservationDetailView.as_view(),
+        name="reservation-detail",
+    ),
+    path(
+        "reservations/<int:reservation_id>/decide/",
+        capacity_api.ReservationDecideView.as_view(),
+        name="reservation-decide",
+    ),
+    path(
+        "reservations/<int:reservation_id>/cancel/",
+        capacity_api.ReservationCancelView.as_view(),
+        name="reservation-cancel",
+    ),
 ]

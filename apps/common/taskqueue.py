@@ -65,6 +65,8 @@ TELEMETRY_INGEST: TaskRef[[]] = TaskRef("telemetry.ingest")
 TELEMETRY_NODE_HEALTH: TaskRef[[]] = TaskRef("telemetry.node_health")
 BUDGET_SPEND_REFRESH: TaskRef[[]] = TaskRef("telemetry.budget_spend_refresh")
 
+QUOTA_GRANT_BOUNDARIES: TaskRef[[]] = TaskRef("quotas.grant_boundaries")
+RESERVATION_BOUNDARIES: TaskRef[[]] = TaskRef("reservations.boundaries")
 NOTICE_DELIVER: TaskRef[[int]] = TaskRef("notifications.deliver", ("delivery_id",))
 NOTICE_SWEEP: TaskRef[[]] = TaskRef("notifications.sweep")
 
@@ -82,6 +84,8 @@ REGISTRY: tuple[TaskRef, ...] = (
     TELEMETRY_INGEST,
     TELEMETRY_NODE_HEALTH,
     BUDGET_SPEND_REFRESH,
+    QUOTA_GRANT_BOUNDARIES,
+    RESERVATION_BOUNDARIES,
     NOTICE_DELIVER,
     NOTICE_SWEEP,
 )

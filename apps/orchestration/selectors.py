@@ -19,7 +19,7 @@ from apps.orchestration import archive, reads
 from apps.orchestration import manifests as m
 from apps.orchestration.models import HomeVolume, WorkloadArchive, WorkloadLogArchive
 from apps.orchestration.notebook_access import workload_ingress_settings
-from apps.quotas.models import TeamQuota
+from apps.reservations.selectors import effective_limits
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.selectors import preemption_grace_seconds
@@ -56,13 +56,13 @@ def gpu_class_spec(gpu_class: GpuClass) -> GpuClassSpec:
 
 
 def team_spec(team: Team) -> m.TeamSpec:
-    quotas = TeamQuota.objects.filter(team=team).select_related("gpu_class")
+    # The limits in effect now: approved quota grants and open reservations included.
+    limits = effective_limits(team, now=timezone.now())
     return m.TeamSpec(
         slug=team.slug,
         namespace=team.namespace,
         quotas=tuple(
-            m.TeamQuotaSpec(gpu_class_spec(q.gpu_class), q.limit_milli)
-            for q in quotas.order_by("gpu_class__name")
+            m.TeamQuotaSpec(gpu_class_spec(gpu_class), limit) for gpu_class, limit in limits
         ),
         ingress_namespace=settings.NOTEBOOK_INGRESS_NAMESPACE,
         object_counts=object_counts(),

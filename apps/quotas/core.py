@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
 
 
 def quota_errors(
@@ -109,3 +112,125 @@ def borrowing(
 def gpus(milli: int) -> float:
     """Milli-GPU as GPUs (for display): 2500 → 2.5."""
     return milli / 1000
+
+
+# --- quota requests and grants ------------------------------------------------------------
+
+KIND_TEAM = "team"  # more guarantee and limit for the whole team: platform admins decide
+KIND_USER = "user"  # a higher per-user cap for the person asking: the team's leads decide
+KINDS = (KIND_TEAM, KIND_USER)
+JUSTIFICATION_MAX = 2000
+
+
+@dataclass(frozen=True)
+class Grant:
+    """An approved extra for a period ``[start, end)``, in milli-GPU.
+
+    Team-wide (``user`` None): the team's guarantee and limit of the class both grow by
+    ``amount_milli``. For one member (``user`` a username): that member's per-user cap grows,
+    never beyond the team's limit."""
+
+    team: str
+    gpu_class: str
+    amount_milli: int
+    start: datetime
+    end: datetime
+    user: str | None = None
+
+    def active(self, now: datetime) -> bool:
+        return self.start <= now < self.end
+
+
+@dataclass(frozen=True)
+class QuotaNumbers:
+    guaranteed_milli: int
+    limit_milli: int
+    per_user_cap_milli: int | None = None
+
+
+def with_grants(
+    base: QuotaNumbers,
+    grants: Iterable[Grant],
+    *,
+    team: str,
+    gpu_class: str,
+    now: datetime,
+    user: str | None = None,
+) -> QuotaNumbers:
+    """The quota in effect at ``now``: the base plus the grants of (team, class) active then.
+
+    ``user`` names whose per-user cap is asked for; without it the team's base cap is kept."""
+    active = [g for g in grants if g.team == team and g.gpu_class == gpu_class and g.active(now)]
+    extra = sum(g.amount_milli for g in active if g.user is None)
+    limit = base.limit_milli + extra
+    cap = base.per_user_cap_milli
+    if cap is not None and user is not None:
+        cap = min(limit, cap + sum(g.amount_milli for g in active if g.user == user))
+    return QuotaNumbers(base.guaranteed_milli + extra, limit, cap)
+
+
+def parse_gpus(text: str) -> int | None:
+    """'2' → 2000, '0.5' → 500, '1.25' → 1250; None if not a positive amount of at most
+    three decimals."""
+    try:
+        value = Decimal(text.strip())
+    except (InvalidOperation, AttributeError):
+        return None
+    if not value.is_finite() or value <= 0 or value > 1_000_000:
+        return None
+    milli = value * 1000
+    if milli != milli.to_integral_value():
+        return None
+    return int(milli)
+
+
+def grant_request_errors(
+    *,
+    kind: str,
+    amount_milli: int,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    justification: str,
+    max_days: int,
+    base: QuotaNumbers | None,
+) -> dict[str, str]:
+    """Field → message for a quota request that cannot be made as asked."""
+    errors: dict[str, str] = {}
+    if kind not in KINDS:
+        errors["kind"] = f"Ask for one of: {', '.join(KINDS)}."
+    if amount_milli <= 0:
+        errors["amount"] = "Ask for a positive number of GPUs."
+    if end <= start:
+        errors["ends_at"] = "The end must be after the start."
+    elif end - start > timedelta(days=max_days):
+        errors["ends_at"] = f"A grant lasts at most {max_days} days; ask again after it ends."
+    if end <= now:
+        errors.setdefault("ends_at", "The end is in the past.")
+    if not justification.strip():
+        errors["justification"] = "Say why you need it: whoever decides reads this."
+    elif len(justification) > JUSTIFICATION_MAX:
+        errors["justification"] = f"At most {JUSTIFICATION_MAX} characters."
+    if base is None:
+        errors.setdefault("gpu_class", "Your team has no quota for this class; ask an admin.")
+    elif kind == KIND_USER and not errors.get("amount"):
+        if base.per_user_cap_milli is None:
+            errors["kind"] = (
+                "Your team has no per-user cap for this class: you may already use its whole "
+                "quota. Ask for more for the team instead."
+            )
+        elif base.per_user_cap_milli + amount_milli > base.limit_milli:
+            errors["amount"] = (
+                f"A per-user cap of {format_milli(base.per_user_cap_milli + amount_milli)} GPU "
+                f"would exceed the team's limit of {format_milli(base.limit_milli)} GPU; ask "
+                "for more for the team instead."
+            )
+    return errors
+
+
+def may_decide(*, kind: str, is_admin: bool, leads_team: bool) -> bool:
+    """Leads decide per-user caps within the team's quota; platform admins decide team
+    quotas (and may decide anything)."""
+    if is_admin:
+        return True
+    return kind == KIND_USER and leads_team

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from apps.catalog import core as catalog_core
 from apps.quotas.core import format_milli
-from apps.scheduling import estimate
+from apps.scheduling import estimate, governance
 from apps.scheduling.data import (
     PRODUCTION,
     RULE_PRIORITY,
@@ -110,9 +110,9 @@ class _Cycle:
         self.policy = policy
         self.now = snapshot.now
         self.classes = {c.name: c for c in snapshot.classes}
-        self.quotas: dict[tuple[str, str], Quota] = {
-            (q.team, q.gpu_class): q for q in snapshot.quotas
-        }
+        self.quotas: dict[tuple[str, str], Quota] = governance.effective_quotas(
+            snapshot.quotas, snapshot.grants, snapshot.reservations, snapshot.now
+        )
         self.usage: dict[tuple[str, str], int] = defaultdict(int)
         self.user_usage: dict[tuple[str, str, str], int] = defaultdict(int)
         self.running: dict[int, RunningWorkload] = {}
@@ -272,6 +272,10 @@ class _Cycle:
             self._ratios[key] = ratio
         return ratio
 
+    def _cap(self, quota: Quota | None, owner: str) -> int | None:
+        """``owner``'s per-user cap in effect, with the grants made to them."""
+        return governance.user_cap(quota, self.s.grants, owner=owner, now=self.now)
+
     def _key(self, w: WaitingWorkload) -> tuple[int, float, float, int]:
         return order_key(
             priority=w.priority,
@@ -326,7 +330,7 @@ class _Cycle:
                 f"It asks for {format_milli(w.total_milli)} GPU of {w.gpu_class}, more than "
                 f"{w.team}'s limit of {format_milli(limit)} GPU."
             )
-        cap = quota.per_user_cap_milli if quota else None
+        cap = self._cap(quota, w.owner)
         if cap is not None and w.total_milli > cap:
             return (
                 f"It asks for {format_milli(w.total_milli)} GPU of {w.gpu_class}, more than "
@@ -354,10 +358,8 @@ class _Cycle:
             kind = BLOCK_CLASS
         elif used + amount > limit:
             kind = BLOCK_QUOTA
-        elif (
-            quota
-            and quota.per_user_cap_milli is not None
-            and (self.user_usage[(w.owner, w.team, c)] + amount > quota.per_user_cap_milli)
+        elif (cap := self._cap(quota, w.owner)) is not None and (
+            self.user_usage[(w.owner, w.team, c)] + amount > cap
         ):
             kind = BLOCK_USER
         placement = None
@@ -453,7 +455,7 @@ class _Cycle:
         quota = self.quotas.get((w.team, c))
         limit = quota.limit_milli if quota else 0
         guaranteed = quota.guaranteed_milli if quota else 0
-        cap = quota.per_user_cap_milli if quota else None
+        cap = self._cap(quota, w.owner)
         used = self.usage[(w.team, c)]
         user_used = self.user_usage[(w.owner, w.team, c)]
         amount = w.total_milli
@@ -529,6 +531,11 @@ class _Cycle:
         who = f"{w.team}'s {w.priority} workload {w.name or ''} (#{w.id})".replace("  ", " ")
         if rule == RULE_PRIORITY:
             why = f"within a team, {w.priority} preempts {victim.priority}"
+        elif governance.reserved_now(self.s.reservations, w.team, w.gpu_class, self.now):
+            why = (
+                f"{w.team}'s reservation of {w.gpu_class} has begun, and it reclaims capacity "
+                f"that {victim.team} borrowed"
+            )
         else:
             why = (
                 f"{w.team} is below its guarantee and reclaims capacity that {victim.team} borrowed"
@@ -553,13 +560,16 @@ class _Cycle:
     def _borrowed_changes(self) -> list[tuple[int, bool]]:
         within: dict[tuple[str, str], int] = defaultdict(int)
         borrowed: dict[tuple[str, str], list[RunningWorkload]] = defaultdict(list)
-        for r in [*self.running.values(), *self.admitted_running]:
-            if r.borrowed:
+        everyone = [*self.running.values(), *self.admitted_running]
+        # Within a guarantee that shrank (a grant or reservation ended): borrowed from now on.
+        demoted = governance.over_guarantee(everyone, self.quotas)
+        changes: list[tuple[int, bool]] = [(i, True) for i in sorted(demoted)]
+        for r in everyone:
+            if r.borrowed or r.id in demoted:
                 borrowed[(r.team, r.gpu_class)].append(r)
             else:
                 within[(r.team, r.gpu_class)] += r.total_milli
         admitted_ids = {r.id for r in self.admitted_running}
-        changes: list[tuple[int, bool]] = []
         for key in sorted(borrowed):
             quota = self.quotas.get(key)
             guaranteed = quota.guaranteed_milli if quota else 0
@@ -567,7 +577,7 @@ class _Cycle:
                 borrowed[key],
                 key=lambda r: (priority_rank(r.priority), r.admitted_at.timestamp(), r.id),
             ):
-                if within[key] + r.total_milli <= guaranteed:
+                if r.id not in demoted and within[key] + r.total_milli <= guaranteed:
                     within[key] += r.total_milli
                     if r.id not in admitted_ids:
                         changes.append((r.id, False))

@@ -14,6 +14,8 @@ from datetime import datetime
 from types import MappingProxyType
 
 from apps.catalog.core import GpuClassSpec
+from apps.quotas.core import Grant
+from apps.reservations.core import Booking
 
 # The priority classes and their order have one home, apps.workloads.core; the scheduler
 # keeps its short names for them.
@@ -212,6 +214,10 @@ class Snapshot:
     # Per sweep: how many of its trials may hold GPUs at once (running, admitted in this
     # cycle, or preempted and still in their grace period). A sweep not named: no cap.
     parallelism: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+    # Approved quota grants and reservations (governance.py): those active at ``now`` add to
+    # the quotas; the others are ignored, so grants end and windows open by themselves.
+    grants: tuple[Grant, ...] = ()
+    reservations: tuple[Booking, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -9,6 +11,10 @@ from django.db.models import Q
 
 from apps.catalog.models import ClusterNode, GpuClass
 from apps.quotas.models import TeamQuota
+from apps.quotas.selectors import grant_specs
+from apps.reservations import core as reservations_core
+from apps.reservations.models import Reservation
+from apps.reservations.selectors import active_bookings
 from apps.scheduling.data import (
     GpuClassSpec,
     NodeSpec,
@@ -224,6 +230,8 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
         past_usage_milli=past_usage(now=now, half_life_seconds=half_life_seconds),
         preempted=tuple(preempted),
         parallelism=parallelism,
+        grants=tuple(grant_specs(now=now)),
+        reservations=tuple(active_bookings(now=now)),
     )
 
 
@@ -233,3 +241,56 @@ def _parallelism(params: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     return 1
+
+
+# --- reserved capacity and its use (hoarding made visible) ------------------------------------
+
+
+@dataclass(frozen=True)
+class ReservationUse:
+    reservation: Reservation
+    use: reservations_core.Use
+
+
+def reservation_uses(reservations: Iterable[Reservation], *, now: datetime) -> list[ReservationUse]:
+    """For each booking: the GPU-hours held so far and how many of them its team used (its
+    admitted and running workloads of the class in the window, up to the amount reserved)."""
+    out = []
+    for r in reservations:
+        end = min(r.ends_at, now)
+        intervals: list[reservations_core.Interval] = []
+        if end > r.starts_at:
+            rows = (
+                Workload.objects.units()
+                .filter(
+                    team_id=r.team_id,
+                    gpu_class_id=r.gpu_class_id,
+                    admitted_at__isnull=False,
+                    admitted_at__lt=end,
+                )
+                .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=r.starts_at))
+                .values_list(
+                    "charged_milli",
+                    "replicas",
+                    "admitted_at",
+                    "finished_at",
+                    "preempted_at",
+                    "state",
+                )
+            )
+            for milli, replicas, admitted, finished, preempted, state in rows:
+                if admitted is None:
+                    continue
+                if state in workload_core.ACTIVE_STATES:
+                    stop = None
+                elif finished is not None:
+                    stop = finished
+                elif preempted is not None and preempted >= admitted:
+                    stop = preempted
+                else:
+                    continue
+                intervals.append(reservations_core.Interval(milli * replicas, admitted, stop))
+        out.append(
+            ReservationUse(r, reservations_core.reservation_use(r.booking(), intervals, now=now))
+        )
+    return out

@@ -8,6 +8,7 @@ from django.utils.functional import SimpleLazyObject
 
 from apps.accounts.selectors import memberships_of
 from apps.notifications.selectors import unread_count
+from apps.telemetry.overview import may_see_overview
 
 
 def has_team(user: Any) -> bool:
@@ -15,8 +16,6 @@ def has_team(user: Any) -> bool:
     if user is None or not user.is_authenticated:
         return False
     return bool(user.is_staff or memberships_of(user).exists())
-
-from apps.telemetry.overview import may_see_overview
 
 
 def portal(request: HttpRequest) -> dict[str, object]:

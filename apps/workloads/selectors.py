@@ -9,6 +9,7 @@ import orjson
 from django.conf import settings
 from django.db import connection, models
 from django.db.models import Count, F, Q, QuerySet, Sum
+from django.utils import timezone
 
 from apps.accounts.models import Team, User
 from apps.accounts.selectors import is_team_lead, team_ids_of
@@ -18,9 +19,10 @@ from apps.catalog.selectors import gpu_classes_offered, ready_nodes, sharing_cla
 from apps.credentials.selectors import secrets_usable_by
 from apps.datasets.selectors import team_datasets
 from apps.policies.selectors import team_policy_spec
-from apps.quotas.core import format_milli
+from apps.quotas.core import QuotaNumbers, format_milli, with_grants
 from apps.quotas.models import TeamQuota
-from apps.quotas.selectors import team_quota
+from apps.quotas.selectors import grant_specs
+from apps.reservations.selectors import active_bookings, effective_quota
 from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload
 
@@ -300,7 +302,7 @@ def request_context(*, actor: User, team: Team, gpu_class: GpuClass, image: Imag
         gpu_class=gpu_class,
         image=image,
         nodes=tuple(ready_nodes(gpu_class)),
-        quota=team_quota(team, gpu_class),
+        quota=effective_quota(team, gpu_class, user=actor, now=timezone.now()),
         sharing_classes=tuple(sharing_class_names(besides=gpu_class)),
         cpu_milli=int(defaults["cpu_milli"]),
         memory_mib=int(defaults["memory_mib"]),
@@ -408,7 +410,7 @@ def quota_usage_for_teams(teams: Iterable[Team]) -> list[QuotaUsage]:
     """Each quota of these teams with the milli-GPU their admitted and running workloads are
     charged (what the cluster grants them, ``replicas × charged_milli``).
 
-    Two queries whatever the number of teams and classes.
+    Four queries whatever the number of teams and classes.
     """
     team_ids = [t.pk for t in teams]
     quotas = list(
@@ -424,16 +426,32 @@ def quota_usage_for_teams(teams: Iterable[Team]) -> list[QuotaUsage]:
     )
     for team_id, class_id, milli, replicas in active:
         used[(team_id, class_id)] = used.get((team_id, class_id), 0) + milli * replicas
-    return [
-        QuotaUsage(
-            team=q.team,
-            gpu_class=q.gpu_class,
-            guaranteed_milli=q.guaranteed_milli,
-            limit_milli=q.limit_milli,
-            used_milli=used.get((q.team_id, q.gpu_class_id), 0),
+    # In effect now: with the approved grants and open reservations (two more queries).
+    now = timezone.now()
+    grants = grant_specs(now=now)
+    reserved: dict[tuple[str, str], int] = {}
+    for b in active_bookings(now=now):
+        reserved[(b.team, b.gpu_class)] = reserved.get((b.team, b.gpu_class), 0) + b.milli
+    out = []
+    for q in quotas:
+        numbers = with_grants(
+            QuotaNumbers(q.guaranteed_milli, q.limit_milli),
+            grants,
+            team=q.team.name,
+            gpu_class=q.gpu_class.name,
+            now=now,
         )
-        for q in quotas
-    ]
+        extra = reserved.get((q.team.name, q.gpu_class.name), 0)
+        out.append(
+            QuotaUsage(
+                team=q.team,
+                gpu_class=q.gpu_class,
+                guaranteed_milli=numbers.guaranteed_milli + extra,
+                limit_milli=numbers.limit_milli + extra,
+                used_milli=used.get((q.team_id, q.gpu_class_id), 0),
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -1080,3 +1082,331 @@ def show_config_path() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     app()
+
+
+# --- quota requests and reservations ---------------------------------------------------------
+
+
+def parse_gpus(text: str) -> int:
+    """'16' → 16000, '0.25' → 250 (milli-GPU); a usage error for anything else."""
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        raise fail(f"Not a number of GPUs: {text!r}.", exits.USAGE) from None
+    milli = value * 1000
+    if not value.is_finite() or value <= 0 or milli != milli.to_integral_value():
+        raise fail(f"Give a positive number of GPUs, at most 3 decimals: {text!r}.", exits.USAGE)
+    return int(milli)
+
+
+def parse_when(text: str | None, *, default: datetime | None = None) -> datetime:
+    """ISO 8601 ('2026-03-02', '2026-03-02T09:00', with or without an offset; UTC if none)."""
+    if not text:
+        if default is None:
+            raise fail("Give a time.", exits.USAGE)
+        return default
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        message = f"Not a time (use ISO 8601, e.g. 2026-03-02T09:00): {text!r}."
+        raise fail(message, exits.USAGE) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def window(start: str | None, end: str | None, hours: float | None) -> tuple[str, str]:
+    begin = parse_when(start, default=datetime.now(UTC))
+    if (end is None) == (hours is None):
+        raise fail("Give either --end or --hours.", exits.USAGE)
+    finish = parse_when(end) if end else begin + timedelta(hours=hours or 0)
+    return begin.isoformat(), finish.isoformat()
+
+
+StartOpt = Annotated[str | None, typer.Option(help="ISO 8601 (UTC if no offset); default: now.")]
+EndOpt = Annotated[str | None, typer.Option(help="ISO 8601 (UTC if no offset).")]
+HoursOpt = Annotated[float | None, typer.Option(help="Or: how long from the start, in hours.")]
+CommentOpt = Annotated[str, typer.Option(help="Told to whoever asked, and audited.")]
+
+grant_app = typer.Typer(
+    help="Ask for more of a GPU class for a period; leads decide per-user caps, admins team "
+    "quotas. Approved grants start and end by themselves.",
+    no_args_is_help=True,
+)
+app.add_typer(grant_app, name="quota-request")
+
+
+def _request_line(r: dict[str, Any]) -> list[Any]:
+    return [
+        r["id"],
+        r["team"],
+        r["gpu_class"],
+        r["kind"],
+        output.gpus(r["amount_milli"]),
+        r["starts_at"][:16],
+        r["ends_at"][:16],
+        r["state"],
+        r["requested_by"],
+    ]
+
+
+def _print_request(r: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        output.emit_json(r)
+        return
+    typer.echo(
+        f"Quota request #{r['id']}: {output.gpus(r['amount_milli'])} GPU of {r['gpu_class']} "
+        f"for {r['team']} ({r['kind']}), {r['starts_at']} – {r['ends_at']}: {r['state']}."
+    )
+    if r.get("decision_comment"):
+        typer.echo(f"Comment: {r['decision_comment']}")
+    if r.get("capacity_note"):
+        typer.echo(f"Note: {r['capacity_note']}")
+
+
+@grant_app.command("ask")
+@handles_errors
+def grant_ask(
+    team: Annotated[str, typer.Option(help="The team's slug.")],
+    gpu_class: Annotated[str, typer.Option(help="e.g. H100-80GB")],
+    gpus: Annotated[str, typer.Option(help="How many more GPUs, e.g. 16 or 0.5.")],
+    why: Annotated[str, typer.Option(help="The justification whoever decides reads.")],
+    start: StartOpt = None,
+    end: EndOpt = None,
+    hours: HoursOpt = None,
+    for_me: Annotated[
+        bool, typer.Option(help="A higher per-user cap for you (leads decide), not the team.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ask for more of a class for a period."""
+    begin, finish = window(start, end, hours)
+    body = {
+        "team": team,
+        "gpu_class": gpu_class,
+        "kind": "user" if for_me else "team",
+        "amount_milli": parse_gpus(gpus),
+        "starts_at": begin,
+        "ends_at": finish,
+        "justification": why,
+    }
+    with client() as api:
+        result = api.request("POST", "/api/v1/quota-requests/", json=body)
+    _print_request(result, as_json)
+
+
+@grant_app.command("list")
+@handles_errors
+def grant_list(
+    team: TeamOpt = None,
+    state: Annotated[str | None, typer.Option(help="pending, approved, rejected…")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Quota requests of your teams (admins: all), newest first."""
+    with client() as api:
+        rows = api.get("/api/v1/quota-requests/", team=team, state=state)
+    if as_json:
+        output.emit_json(rows)
+        return
+    if not rows:
+        typer.echo("No quota requests.")
+        return
+    headers = ["ID", "TEAM", "GPU CLASS", "KIND", "GPU", "FROM", "UNTIL", "STATE", "BY"]
+    typer.echo(output.table(headers, [_request_line(r) for r in rows]))
+
+
+def _decide_request(request_id: int, approve: bool, comment: str, as_json: bool) -> None:
+    with client() as api:
+        result = api.post(
+            f"/api/v1/quota-requests/{request_id}/decide/",
+            {"approve": approve, "comment": comment},
+        )
+    _print_request(result, as_json)
+
+
+@grant_app.command("approve")
+@handles_errors
+def grant_approve(request_id: int, comment: CommentOpt = "", as_json: JsonOpt = False) -> None:
+    """Approve a pending request: the grant starts and ends by itself."""
+    _decide_request(request_id, True, comment, as_json)
+
+
+@grant_app.command("reject")
+@handles_errors
+def grant_reject(request_id: int, comment: CommentOpt = "", as_json: JsonOpt = False) -> None:
+    """Reject a pending request."""
+    _decide_request(request_id, False, comment, as_json)
+
+
+@grant_app.command("withdraw")
+@handles_errors
+def grant_withdraw(request_id: int, as_json: JsonOpt = False) -> None:
+    """Withdraw a pending request."""
+    with client() as api:
+        result = api.post(f"/api/v1/quota-requests/{request_id}/cancel/")
+    _print_request(result, as_json)
+
+
+reservation_app = typer.Typer(
+    help="Book GPUs of a class for a time window; the capacity is held for the team then.",
+    no_args_is_help=True,
+)
+app.add_typer(reservation_app, name="reservation")
+
+
+def _print_reservation(r: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        output.emit_json(r)
+        return
+    amount = (
+        f"{r['count']} GPU"
+        if r["size_milli"] == 1000
+        else f"{r['count']} × {output.gpus(r['size_milli'])} GPU"
+    )
+    typer.echo(
+        f"Reservation #{r['id']}: {amount} of {r['gpu_class']} for {r['team']}, "
+        f"{r['starts_at']} – {r['ends_at']}: {r['state']}."
+    )
+    if "reserved_gpu_hours" in r:
+        typer.echo(
+            f"Held {r['reserved_gpu_hours']} GPU-hours so far, used {r['used_gpu_hours']}, "
+            f"unused {r['unused_gpu_hours']}."
+        )
+
+
+@reservation_app.command("book")
+@handles_errors
+def reservation_book(
+    team: Annotated[str, typer.Option(help="The team's slug.")],
+    gpu_class: Annotated[str, typer.Option(help="e.g. H100-80GB")],
+    count: Annotated[int, typer.Option(help="How many GPUs (or units of --size).")],
+    size: Annotated[
+        str, typer.Option(help="One unit in GPUs: 1, or a fraction such as 0.25 for notebooks.")
+    ] = "1",
+    start: StartOpt = None,
+    end: EndOpt = None,
+    hours: HoursOpt = None,
+    note: Annotated[str, typer.Option(help="What it is for.")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Book capacity for a window (leads); big bookings wait for an admin."""
+    begin, finish = window(start, end, hours)
+    body = {
+        "team": team,
+        "gpu_class": gpu_class,
+        "count": count,
+        "size_milli": parse_gpus(size),
+        "starts_at": begin,
+        "ends_at": finish,
+        "note": note,
+    }
+    with client() as api:
+        result = api.request("POST", "/api/v1/reservations/", json=body)
+    _print_reservation(result, as_json)
+
+
+@reservation_app.command("list")
+@handles_errors
+def reservation_list(
+    team: TeamOpt = None,
+    state: Annotated[str | None, typer.Option(help="pending, approved, rejected…")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Reservations of your teams (admins: all), latest first."""
+    with client() as api:
+        rows = api.get("/api/v1/reservations/", team=team, state=state)
+    if as_json:
+        output.emit_json(rows)
+        return
+    if not rows:
+        typer.echo("No reservations.")
+        return
+    typer.echo(
+        output.table(
+            ["ID", "TEAM", "GPU CLASS", "GPU", "FROM", "UNTIL", "STATE", "NOTE"],
+            [
+                [
+                    r["id"],
+                    r["team"],
+                    r["gpu_class"],
+                    output.gpus(r["total_milli"]),
+                    r["starts_at"][:16],
+                    r["ends_at"][:16],
+                    r["state"],
+                    r["note"][:40],
+                ]
+                for r in rows
+            ],
+        )
+    )
+
+
+@reservation_app.command("show")
+@handles_errors
+def reservation_show(reservation_id: int, as_json: JsonOpt = False) -> None:
+    """One reservation, with the GPU-hours held and used so far."""
+    with client() as api:
+        result = api.get(f"/api/v1/reservations/{reservation_id}/")
+    _print_reservation(result, as_json)
+
+
+@reservation_app.command("calendar")
+@handles_errors
+def reservation_calendar(
+    gpu_class: Annotated[str, typer.Option(help="e.g. H100-80GB")],
+    start: StartOpt = None,
+    hours: Annotated[int, typer.Option(help="How many hours to show.")] = 24,
+    as_json: JsonOpt = False,
+) -> None:
+    """Free and booked GPUs of a class per hour."""
+    begin = parse_when(start, default=datetime.now(UTC)).isoformat()
+    with client() as api:
+        rows = api.get(
+            "/api/v1/reservations/calendar/", gpu_class=gpu_class, start=begin, hours=hours
+        )
+    if as_json:
+        output.emit_json(rows)
+        return
+    typer.echo(
+        output.table(
+            ["HOUR (UTC)", "FREE", "BOOKED"],
+            [
+                [r["start"][:16], output.gpus(r["free_milli"]), output.gpus(r["booked_milli"])]
+                for r in rows
+            ],
+        )
+    )
+
+
+def _decide_reservation(reservation_id: int, approve: bool, comment: str, as_json: bool) -> None:
+    with client() as api:
+        result = api.post(
+            f"/api/v1/reservations/{reservation_id}/decide/",
+            {"approve": approve, "comment": comment},
+        )
+    _print_reservation(result, as_json)
+
+
+@reservation_app.command("approve")
+@handles_errors
+def reservation_approve(
+    reservation_id: int, comment: CommentOpt = "", as_json: JsonOpt = False
+) -> None:
+    """Approve a booking that waits (platform admins)."""
+    _decide_reservation(reservation_id, True, comment, as_json)
+
+
+@reservation_app.command("reject")
+@handles_errors
+def reservation_reject(
+    reservation_id: int, comment: CommentOpt = "", as_json: JsonOpt = False
+) -> None:
+    """Reject a booking that waits (platform admins)."""
+    _decide_reservation(reservation_id, False, comment, as_json)
+
+
+@reservation_app.command("withdraw")
+@handles_errors
+def reservation_withdraw(reservation_id: int, as_json: JsonOpt = False) -> None:
+    """Withdraw a booking; an open window closes now."""
+    with client() as api:
+        result = api.post(f"/api/v1/reservations/{reservation_id}/cancel/")
+    _print_reservation(result, as_json)

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "apps.quotas",
     "apps.policies",
     "apps.budgets",
+    "apps.reservations",
     "apps.credentials",
     "apps.datasets",
     "apps.scheduling",
@@ -467,6 +468,9 @@ SPECTACULAR_SETTINGS = {
         "WorkloadStateEnum": "apps.workloads.models.Workload.State",
         "WorkloadKindEnum": "apps.workloads.models.Workload.Kind",
         "PriorityClassEnum": "apps.workloads.models.Workload.Priority",
+        "QuotaRequestStateEnum": "apps.quotas.models.QuotaRequest.State",
+        "QuotaRequestKindEnum": "apps.quotas.models.QuotaRequest.Kind",
+        "ReservationStateEnum": "apps.reservations.models.Reservation.State",
     },
 }
 
@@ -513,3 +517,14 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- governance: quota grants and reservations -----------------------------------------------
+# The longest period a quota request may ask for, in days.
+QUOTA_GRANT_MAX_DAYS = env_int("QUOTA_GRANT_MAX_DAYS", 90, minimum=1)
+# The longest reservation window, in days.
+RESERVATION_MAX_DAYS = env_int("RESERVATION_MAX_DAYS", 14, minimum=1)
+# Bookings of more than this many GPUs wait for a platform admin's approval (0: every booking).
+RESERVATION_APPROVAL_THRESHOLD_GPUS = env_int("RESERVATION_APPROVAL_THRESHOLD_GPUS", 8, minimum=0)
+# How often grants and reservations that started or ended are acted on (cluster quota refreshed,
+# audited, people told), in seconds. The scheduler itself reads them at every cycle.
+GOVERNANCE_BOUNDARY_SECONDS = env_int("GOVERNANCE_BOUNDARY_SECONDS", 30, minimum=5)

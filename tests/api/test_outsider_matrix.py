@@ -3,11 +3,13 @@ Also: a read-scoped token cannot write anywhere, and nobody gets in without cred
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apps.accounts.models import ApiToken, Membership
@@ -22,6 +24,8 @@ from apps.notifications.core import NoticeEvent
 from apps.notifications.models import Notice, NotificationPreference
 from apps.notifications.services import notify
 from apps.policies.models import TeamPolicy
+from apps.quotas.models import QuotaRequest
+from apps.reservations.models import Reservation
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
@@ -30,6 +34,23 @@ from tests.factories import WorkloadFactory
 from tests.plugins.cast import Cast
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fake_cluster")]
+
+QUOTA_REQUEST_BODY = {
+    "team": "vision",
+    "gpu_class": "H100-80GB",
+    "kind": "team",
+    "amount_milli": 2000,
+    "starts_at": "2030-01-01T00:00:00Z",
+    "ends_at": "2030-01-08T00:00:00Z",
+    "justification": "a deadline",
+}
+RESERVATION_BODY = {
+    "team": "vision",
+    "gpu_class": "H100-80GB",
+    "count": 2,
+    "starts_at": "2030-01-01T09:00:00Z",
+    "ends_at": "2030-01-01T13:00:00Z",
+}
 
 # (method, path template, body) for every operation on an object that belongs to someone.
 OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
@@ -63,6 +84,16 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("post", "/api/v1/teams/{team}/budget/approve/", None),
     ("get", "/api/v1/tokens/{token}/", None),
     ("delete", "/api/v1/tokens/{token}/", None),
+    ("get", "/api/v1/quota-requests/?team={team}", None),
+    ("post", "/api/v1/quota-requests/", QUOTA_REQUEST_BODY),
+    ("get", "/api/v1/quota-requests/{quota_request}/", None),
+    ("post", "/api/v1/quota-requests/{quota_request}/decide/", {"approve": True, "comment": "ok"}),
+    ("post", "/api/v1/quota-requests/{quota_request}/cancel/", None),
+    ("get", "/api/v1/reservations/?team={team}", None),
+    ("post", "/api/v1/reservations/", RESERVATION_BODY),
+    ("get", "/api/v1/reservations/{reservation}/", None),
+    ("post", "/api/v1/reservations/{reservation}/decide/", {"approve": True, "comment": "ok"}),
+    ("post", "/api/v1/reservations/{reservation}/cancel/", None),
     ("post", "/api/v1/notifications/{notice}/read/", None),
 ]
 
@@ -92,6 +123,9 @@ ALL_PATHS = [
     "/api/v1/images/",
     "/api/v1/tokens/",
     "/api/v1/usage/",
+    "/api/v1/quota-requests/",
+    "/api/v1/reservations/",
+    "/api/v1/reservations/calendar/",
     "/api/v1/notifications/",
     "/api/v1/notifications/read/",
     "/api/v1/me/notification-preferences/",
@@ -106,7 +140,33 @@ def ids(cast: Cast) -> dict[str, Any]:
     token, _ = api_token_create(actor=cast.owner, name="owner's", scopes=["read"], expires_at=None)
     Secret.objects.create(team=cast.team, name="hf", keys=["token"], k8s_name="gpp-s-matrix")
     Dataset.objects.create(team=cast.team, name="imagenet", kind="claim", claim="imagenet-pvc")
+    # A member's request for a higher cap (the team's lead decides it) and a booking above the
+    # approval threshold (a platform admin decides it).
+    cast.team.quotas.update(per_user_cap_milli=2000)
+    later = timezone.now() + timedelta(days=1)
+    quota_request = QuotaRequest.objects.create(
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        requested_by=cast.owner,
+        kind=QuotaRequest.Kind.USER,
+        amount_milli=1000,
+        starts_at=later,
+        ends_at=later + timedelta(days=7),
+        justification="sweeps",
+    )
+    reservation = Reservation.objects.create(
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        requested_by=cast.lead,
+        count=9,
+        size_milli=1000,
+        total_milli=9000,
+        starts_at=later,
+        ends_at=later + timedelta(hours=4),
+    )
     return {
+        "quota_request": quota_request.pk,
+        "reservation": reservation.pk,
         "workload": WorkloadFactory(**common, image=cast.image, state=core.RUNNING).pk,
         "notebook": WorkloadFactory(
             **common, image=cast.image, kind=core.KIND_NOTEBOOK, state=core.RUNNING
@@ -147,6 +207,8 @@ def snapshot() -> tuple[Any, ...]:
         sorted(Dataset.objects.values_list("id", "name")),
         sorted(TeamPolicy.objects.values_list("id", "max_gpu_milli_per_workload")),
         sorted(Budget.objects.values_list("id", "amount", "stop_lifted_month")),
+        sorted(QuotaRequest.objects.values_list("id", "state")),
+        sorted(Reservation.objects.values_list("id", "state")),
         AuditEvent.objects.count(),
         sorted(Notice.objects.values_list("id", "read_at")),
         sorted(NotificationPreference.objects.values_list("user_id", "updated_at")),
@@ -172,8 +234,10 @@ def test_owner_side_of_the_matrix_is_not_404(
 ) -> None:
     """The same requests from the lead reach the objects (so the 404s above mean something)."""
     path = template.format(**ids(cast))
+    # Bookings above the approval threshold are decided by platform admins only.
+    decider = cast.admin if path.startswith("/api/v1/reservations/") else cast.lead
     personal = "/tokens/" in path or "/notifications/" in path
-    user = cast.owner if personal else cast.lead
+    user = cast.owner if personal else decider
     if method == "put" and any(path.endswith(p) for p in ADMIN_WRITES):
         user = cast.admin
     if path.endswith("/budget/approve/"):
@@ -232,6 +296,8 @@ def test_matrix_covers_every_api_route() -> None:
         .replace("{suspended}", "{w}")
         .replace("{sweep}", "{w}")
         .replace("{team}", "{t}")
+        .replace("{quota_request}", "<int:request_id>")
+        .replace("{reservation}", "<int:reservation_id>")
         for _, t, _ in OBJECT_ENDPOINTS
     } | set(ALL_PATHS)
     covered = {

@@ -1,7 +1,8 @@
 """Fuzz pass of every portal form (hypothesis): the three request forms (submit and save as
 template), the API token form, the team page's filters, the usage filters (chargeback), the
-overview's quota form, the budget form, right-sizing advice and its apply, the sizing helper
-and the request form's GET parameters, with valid choices mixed with junk
+overview's quota form, the budget form, right-sizing advice and its apply, the sizing helper,
+the request form's GET parameters, the quota request and decision forms, and the reservation
+form and calendar, with valid choices mixed with junk
 (Unicode digits, months outside the calendar, huge numbers, NUL, long text, missing fields).
 No answer may be a 5xx; requests and 5xx are counted in the terminal summary
 (tests/plugins/fuzz.py). Bounded: a few hundred requests, derandomized, in CI on every
@@ -10,18 +11,24 @@ change."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django import forms
 from django.test import Client
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apps.accounts.models import User
+from apps.accounts.selectors import teams_visible_to
+from apps.catalog.selectors import gpu_classes_offered
+from apps.quotas.models import QuotaRequest
 from apps.web.forms.accounts import ApiTokenForm
-from apps.web.forms.notifications import NotificationPreferenceForm
+from apps.web.forms.capacity import CalendarForm, DecisionForm, QuotaRequestForm, ReservationForm
 from apps.web.forms.governance import BudgetForm, QuotaForm
+from apps.web.forms.notifications import NotificationPreferenceForm
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
     SizingForm,
@@ -175,6 +182,28 @@ def _targets(portal: Portal) -> dict[str, Target]:
             ).map(lambda extra: {**d, **extra})
         ),
     )
+    requests = QuotaRequestForm(teams=teams_visible_to(cast.owner), classes=gpu_classes_offered())
+    targets["quota-request"] = Target("post", "/quota-requests/", cast.owner, form_data(requests))
+    pending = QuotaRequest.objects.create(
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        requested_by=cast.owner,
+        amount_milli=1000,
+        starts_at=timezone.now(),
+        ends_at=timezone.now() + timedelta(days=1),
+        justification="fuzz",
+    )
+    targets["quota-decide"] = Target(
+        "post", f"/quota-requests/{pending.pk}/", cast.admin, form_data(DecisionForm())
+    )
+    booking = ReservationForm(teams=teams_visible_to(cast.lead), classes=gpu_classes_offered())
+    targets["reservation"] = Target("post", "/reservations/", cast.lead, form_data(booking))
+    targets["calendar"] = Target(
+        "get",
+        "/reservations/",
+        cast.lead,
+        form_data(CalendarForm(classes=gpu_classes_offered())),
+    )
     targets["notification-preferences"] = Target(
         "post",
         "/notifications/preferences/",
@@ -222,6 +251,10 @@ TARGETS = [
     "team-filters",
     "usage-chargeback",
     "sizing",
+    "quota-request",
+    "quota-decide",
+    "reservation",
+    "calendar",
     "notification-preferences",
     "notices-read",
     "notices-page",

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from apps.web.views import accounts as account_views
+from apps.web.views import capacity as capacity_views
 from apps.web.views import credentials as credential_views
 from apps.web.views import datasets as dataset_views
 from apps.web.views import governance as governance_views
@@ -126,5 +127,27 @@ urlpatterns = [
         "teams/<slug:slug>/secrets/delete/",
         credential_views.team_secret_delete,
         name="team-secret-delete",
+    ),
+    path("quota-requests/", capacity_views.quota_requests_page, name="quota-requests"),
+    path(
+        "quota-requests/<int:request_id>/",
+        capacity_views.quota_request_detail,
+        name="quota-request-detail",
+    ),
+    path(
+        "quota-requests/<int:request_id>/withdraw/",
+        capacity_views.quota_request_withdraw,
+        name="quota-request-withdraw",
+    ),
+    path("reservations/", capacity_views.reservations_page, name="reservations"),
+    path(
+        "reservations/<int:reservation_id>/decide/",
+        capacity_views.reservation_decide_view,
+        name="reservation-decide",
+    ),
+    path(
+        "reservations/<int:reservation_id>/withdraw/",
+        capacity_views.reservation_withdraw,
+        name="reservation-withdraw",
     ),
 ]
