@@ -81,6 +81,7 @@ def test_every_field_has_a_label_and_pages_fit_a_phone(
         "workload-queued": f"/workloads/{workload.pk}/",
         "overview": "/overview/",
         "budget": f"/teams/{portal.cast.team.slug}/budget/",
+        "policy": f"/teams/{portal.cast.team.slug}/policy/",
     }
     desktop = signed_in(portal.cast.lead)
     phone = signed_in(portal.cast.lead, viewport=(375, 812))
