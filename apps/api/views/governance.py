@@ -205,7 +205,7 @@ BUDGET_EXAMPLE = {
     "currency": "EUR",
     "amount": "40000.00",
     "spent": "31250.50",
-    "run_rate_per_hour": "54.0000",
+    "run_rate_per_hour": "54.00",
     "forecast": "41618.50",
     "thresholds": [50, 80, 100],
     "hard_stop": True,
@@ -235,10 +235,10 @@ def _budget_body(team: Team, month: Any = None) -> dict[str, Any]:
     s = report.state
     return {
         **empty,
-        "amount": str(s.amount),
-        "spent": str(s.spent),
-        "run_rate_per_hour": str(s.run_rate_per_hour),
-        "forecast": str(report.forecast),
+        "amount": f"{s.amount:.2f}",
+        "spent": f"{s.spent:.2f}",
+        "run_rate_per_hour": f"{s.run_rate_per_hour:.2f}",
+        "forecast": f"{report.forecast:.2f}",
         "thresholds": list(s.thresholds),
         "hard_stop": s.hard_stop,
         "stopping": s.stopping,
