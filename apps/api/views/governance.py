@@ -81,6 +81,13 @@ class PolicySerializer(serializers.Serializer):
     )
 
 
+class PolicyOutSerializer(PolicySerializer):
+    team = serializers.CharField()
+    summary = serializers.ListField(
+        child=serializers.CharField(), help_text="The policy in short lines for people."
+    )
+
+
 POLICY_EXAMPLE = {
     "team": "contractors",
     "allowed_classes": ["L40S-48GB"],
@@ -121,7 +128,7 @@ class TeamPolicyView(APIView):
         summary="A team's policy",
         description="What the team may ask for beyond its quota; every door refuses requests "
         "outside it with a message naming the policy.",
-        responses={200: PolicySerializer, **error_responses(404)},
+        responses={200: PolicyOutSerializer, **error_responses(404)},
         examples=[OpenApiExample("policy", value=POLICY_EXAMPLE, response_only=True)],
     )
     def get(self, request: Request, slug: str) -> Response:
@@ -132,7 +139,7 @@ class TeamPolicyView(APIView):
         summary="Set a team's policy",
         description="Platform admins. Replaces the policy as a whole (audited).",
         request=PolicySerializer,
-        responses={200: PolicySerializer, **error_responses(400, 403, 404)},
+        responses={200: PolicyOutSerializer, **error_responses(400, 403, 404)},
         examples=[
             OpenApiExample(
                 "contractors",
