@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -349,6 +349,20 @@ class IdlePolicy:
     warn_after: timedelta
     suspend_after: timedelta
     flag_after: timedelta
+
+
+def with_idle_timeout(policy: IdlePolicy, *, kind: str, timeout_seconds: int | None) -> IdlePolicy:
+    """The policy for one workload that has an idle timeout of its own (asked for in its
+    request, or its team policy's default): a notebook is suspended after it (and warned no
+    later), a training job or sweep flagged after it. Without one, the policy as it is."""
+    if not timeout_seconds or timeout_seconds <= 0:
+        return policy
+    timeout = timedelta(seconds=timeout_seconds)
+    if kind == KIND_NOTEBOOK:
+        return replace(policy, suspend_after=timeout, warn_after=min(policy.warn_after, timeout))
+    if kind in FLAGGED_KINDS:
+        return replace(policy, flag_after=timeout)
+    return policy
 
 
 @dataclass(frozen=True)

@@ -197,6 +197,8 @@ class Held:
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    # Its own idle timeout (asked for, or its team policy's default); None: the idle policy's.
+    idle_timeout_seconds: int | None = None
 
     @property
     def total_milli(self) -> int:
@@ -490,7 +492,11 @@ def _apply_idle_policy(
     now: datetime,
     result: IngestResult,
 ) -> None:
-    policy = policies.for_workload(workload.team_id, workload.gpu_class_id)
+    policy = core.with_idle_timeout(
+        policies.for_workload(workload.team_id, workload.gpu_class_id),
+        kind=workload.kind,
+        timeout_seconds=workload.idle_timeout_seconds,
+    )
     decision = core.idle_decide(
         kind=workload.kind,
         utilisation=utilisation,

@@ -83,6 +83,7 @@ def test_every_field_has_a_label_and_pages_fit_a_phone(
         "budget": f"/teams/{portal.cast.team.slug}/budget/",
         "quota-requests": "/quota-requests/",
         "reservations": f"/reservations/?gpu_class={portal.cast.gpu_class.pk}",
+        "policy": f"/teams/{portal.cast.team.slug}/policy/",
     }
     desktop = signed_in(portal.cast.lead)
     phone = signed_in(portal.cast.lead, viewport=(375, 812))

@@ -113,3 +113,26 @@ def test_anonymous_users_are_sent_to_sign_in(portal: Portal, notebook: Workload)
         response = Client().get(url)
         assert response.status_code == 302
         assert response["Location"].startswith("/accounts/login/")
+
+
+TEAM_GOVERNANCE_POSTS = (
+    ("/teams/{slug}/policy/set/", {"max_gpus": "64"}),
+    ("/teams/{slug}/budget/set/", {"month": "2026-11", "amount": "1", "thresholds": "50"}),
+    ("/teams/{slug}/budget/approve/", {}),
+)
+
+
+def test_outsider_gets_404_for_another_teams_policy_and_budget(portal: Portal) -> None:
+    from apps.audit.models import AuditEvent
+
+    slug = portal.cast.team.slug
+    client = portal.client(portal.cast.outsider)
+    for url in (f"/teams/{slug}/policy/", f"/teams/{slug}/budget/"):
+        assert client.get(url).status_code == 404, url
+    before = AuditEvent.objects.count()
+    for url, data in TEAM_GOVERNANCE_POSTS:
+        assert client.post(url.format(slug=slug), data).status_code == 404, url
+    assert AuditEvent.objects.count() == before
+    other = portal.cast.other_team.slug
+    assert client.get(f"/teams/{other}/policy/").status_code == 200
+    assert client.get(f"/teams/{other}/budget/").status_code == 200

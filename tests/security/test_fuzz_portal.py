@@ -1,8 +1,8 @@
 """Fuzz pass of every portal form (hypothesis): the three request forms (submit and save as
 template), the API token form, the team page's filters, the usage filters (chargeback), the
-overview's quota form, the budget form, right-sizing advice and its apply, the sizing helper,
-the request form's GET parameters, the quota request and decision forms, and the reservation
-form and calendar, with valid choices mixed with junk
+overview's quota form, the budget and policy forms, right-sizing advice and its apply, the
+sizing helper, the request form's GET parameters, the quota request and decision forms, and
+the reservation form and calendar, with valid choices mixed with junk
 (Unicode digits, months outside the calendar, huge numbers, NUL, long text, missing fields).
 No answer may be a 5xx; requests and 5xx are counted in the terminal summary
 (tests/plugins/fuzz.py). Bounded: a few hundred requests, derandomized, in CI on every
@@ -27,7 +27,7 @@ from apps.catalog.selectors import gpu_classes_offered
 from apps.quotas.models import QuotaRequest
 from apps.web.forms.accounts import ApiTokenForm
 from apps.web.forms.capacity import CalendarForm, DecisionForm, QuotaRequestForm, ReservationForm
-from apps.web.forms.governance import BudgetForm, QuotaForm
+from apps.web.forms.governance import BudgetForm, PolicyForm, QuotaForm
 from apps.web.forms.notifications import NotificationPreferenceForm
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
@@ -222,6 +222,9 @@ def _targets(portal: Portal) -> dict[str, Target]:
     targets["team-budget"] = Target(
         "post", f"/teams/{team}/budget/set/", cast.admin, form_data(BudgetForm())
     )
+    targets["team-policy"] = Target(
+        "post", f"/teams/{team}/policy/set/", cast.admin, form_data(PolicyForm())
+    )
     targets["advice"] = Target(
         "get", "/overview/advice/", cast.admin, st.fixed_dictionaries({}, optional={"days": JUNK})
     )
@@ -260,6 +263,7 @@ TARGETS = [
     "notices-page",
     "overview-quota",
     "team-budget",
+    "team-policy",
     "advice",
     "advice-apply",
 ]

@@ -320,3 +320,25 @@ def test_accounting_queries_average_over_the_window_and_keep_the_join_labels() -
     assert query.endswith("(avg_over_time(DCGM_FI_DEV_GPU_UTIL[60s]))")
     for label in ("exported_pod", "exported_namespace", "pod", "namespace", "GPU_I_ID", "hostname"):
         assert label in query
+
+
+def test_a_workloads_own_idle_timeout_replaces_the_policys() -> None:
+    from datetime import timedelta as td
+
+    from apps.telemetry.core import IdlePolicy, with_idle_timeout
+
+    base = IdlePolicy(
+        enabled=True,
+        threshold=0.05,
+        warn_after=td(minutes=20),
+        suspend_after=td(minutes=30),
+        flag_after=td(hours=1),
+    )
+    notebook = with_idle_timeout(base, kind="notebook", timeout_seconds=10 * 60)
+    assert (notebook.warn_after, notebook.suspend_after) == (td(minutes=10), td(minutes=10))
+    longer = with_idle_timeout(base, kind="notebook", timeout_seconds=2 * 3600)
+    assert (longer.warn_after, longer.suspend_after) == (td(minutes=20), td(hours=2))
+    job = with_idle_timeout(base, kind="training", timeout_seconds=900)
+    assert job.flag_after == td(minutes=15) and job.suspend_after == base.suspend_after
+    assert with_idle_timeout(base, kind="notebook", timeout_seconds=None) == base
+    assert with_idle_timeout(base, kind="inference", timeout_seconds=60) == base

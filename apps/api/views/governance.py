@@ -81,6 +81,13 @@ class PolicySerializer(serializers.Serializer):
     )
 
 
+class PolicyOutSerializer(PolicySerializer):
+    team = serializers.CharField()
+    summary = serializers.ListField(
+        child=serializers.CharField(), help_text="The policy in short lines for people."
+    )
+
+
 POLICY_EXAMPLE = {
     "team": "contractors",
     "allowed_classes": ["L40S-48GB"],
@@ -121,7 +128,7 @@ class TeamPolicyView(APIView):
         summary="A team's policy",
         description="What the team may ask for beyond its quota; every door refuses requests "
         "outside it with a message naming the policy.",
-        responses={200: PolicySerializer, **error_responses(404)},
+        responses={200: PolicyOutSerializer, **error_responses(404)},
         examples=[OpenApiExample("policy", value=POLICY_EXAMPLE, response_only=True)],
     )
     def get(self, request: Request, slug: str) -> Response:
@@ -132,7 +139,7 @@ class TeamPolicyView(APIView):
         summary="Set a team's policy",
         description="Platform admins. Replaces the policy as a whole (audited).",
         request=PolicySerializer,
-        responses={200: PolicySerializer, **error_responses(400, 403, 404)},
+        responses={200: PolicyOutSerializer, **error_responses(400, 403, 404)},
         examples=[
             OpenApiExample(
                 "contractors",
@@ -205,7 +212,7 @@ BUDGET_EXAMPLE = {
     "currency": "EUR",
     "amount": "40000.00",
     "spent": "31250.50",
-    "run_rate_per_hour": "54.0000",
+    "run_rate_per_hour": "54.00",
     "forecast": "41618.50",
     "thresholds": [50, 80, 100],
     "hard_stop": True,
@@ -235,10 +242,10 @@ def _budget_body(team: Team, month: Any = None) -> dict[str, Any]:
     s = report.state
     return {
         **empty,
-        "amount": str(s.amount),
-        "spent": str(s.spent),
-        "run_rate_per_hour": str(s.run_rate_per_hour),
-        "forecast": str(report.forecast),
+        "amount": f"{s.amount:.2f}",
+        "spent": f"{s.spent:.2f}",
+        "run_rate_per_hour": f"{s.run_rate_per_hour:.2f}",
+        "forecast": f"{report.forecast:.2f}",
         "thresholds": list(s.thresholds),
         "hard_stop": s.hard_stop,
         "stopping": s.stopping,

@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 
 from apps.accounts.models import Team
-from apps.catalog.models import GpuClass
+from apps.catalog.models import GpuClass, Image
 from apps.common.parsing import parse_month
 
 MAX_GPUS = Decimal(100_000)
@@ -97,3 +97,94 @@ class AdviceForm(forms.Form):
 class AdviceApplyForm(AdviceForm):
     team = forms.SlugField(max_length=100)
     gpu_class = forms.CharField(max_length=100)
+
+
+KIND_NAMES = {"notebook": "notebooks", "training": "training jobs", "sweep": "sweeps"}
+
+
+class PolicyForm(forms.Form):
+    """A team's policy as an admin types it: GPUs, hours and minutes."""
+
+    allowed_classes = forms.ModelMultipleChoiceField(
+        queryset=GpuClass.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Allowed GPU classes",
+        help_text="None ticked: every class the team has a quota of.",
+    )
+    allowed_images = forms.ModelMultipleChoiceField(
+        queryset=Image.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Allowed images",
+        help_text="None ticked: every offered image.",
+    )
+    max_gpus = gpus_field(
+        "Maximum GPUs per workload",
+        required=False,
+        help_text="What one workload holds at once (a sweep: its trials at once). Empty: no cap.",
+    )
+    exclusive_classes = forms.ModelMultipleChoiceField(
+        queryset=GpuClass.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="No GPU shared with other teams on",
+        help_text="Time-slicing and vGPU isolate no tenant from another: fractions of these "
+        "classes are refused for the team.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for kind, label in KIND_NAMES.items():
+            self.fields[f"max_runtime_{kind}_hours"] = forms.DecimalField(
+                label=f"Maximum runtime of {label} (hours)",
+                required=False,
+                min_value=Decimal("0.02"),
+                max_value=Decimal(720),
+                max_digits=6,
+                decimal_places=2,
+            )
+            self.fields[f"idle_timeout_{kind}_minutes"] = forms.IntegerField(
+                label=f"Default idle timeout of {label} (minutes)",
+                required=False,
+                min_value=5,
+                max_value=30 * 24 * 60,
+            )
+
+    def values(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        runtimes = {}
+        idles = {}
+        for kind in KIND_NAMES:
+            hours = data.get(f"max_runtime_{kind}_hours")
+            runtimes[kind] = None if hours is None else int(hours * 3600)
+            minutes = data.get(f"idle_timeout_{kind}_minutes")
+            idles[kind] = None if minutes is None else minutes * 60
+        return {
+            "allowed_classes": list(data["allowed_classes"]),
+            "allowed_images": list(data["allowed_images"]),
+            "max_gpu_milli_per_workload": milli_of(data.get("max_gpus")),
+            "max_runtime_seconds": runtimes,
+            "idle_timeout_seconds": idles,
+            "exclusive_classes": list(data["exclusive_classes"]),
+        }
+
+
+def policy_initial(spec: Any) -> dict[str, Any]:
+    """A PolicySpec as the form's initial values."""
+    initial: dict[str, Any] = {
+        "allowed_classes": sorted(spec.allowed_classes or ()),
+        "allowed_images": sorted(spec.allowed_images or ()),
+        "exclusive_classes": sorted(spec.exclusive_classes),
+        "max_gpus": None
+        if spec.max_gpu_milli_per_workload is None
+        else Decimal(spec.max_gpu_milli_per_workload) / 1000,
+    }
+    for kind, seconds in spec.max_runtime_seconds.items():
+        initial[f"max_runtime_{kind}_hours"] = Decimal(seconds) / 3600
+    for kind, seconds in spec.default_idle_timeout_seconds.items():
+        initial[f"idle_timeout_{kind}_minutes"] = seconds // 60
+    return initial

@@ -104,6 +104,12 @@ urlpatterns = [
     path("notebooks/signin/", notebook_views.notebook_signin, name="notebook-signin"),
     # The team page lives with the accounts app; it is mounted here to get a short URL.
     path("teams/<slug:slug>/", account_views.team_detail, name="team-detail"),
+    path("teams/<slug:slug>/policy/", governance_views.team_policy, name="team-policy"),
+    path(
+        "teams/<slug:slug>/policy/set/",
+        governance_views.team_policy_set_view,
+        name="team-policy-set",
+    ),
     path("teams/<slug:slug>/budget/", governance_views.team_budget, name="team-budget"),
     path("teams/<slug:slug>/budget/set/", governance_views.team_budget_set, name="team-budget-set"),
     path(

@@ -20,12 +20,21 @@ from apps.budgets.selectors import budget_report, budget_reports, this_month
 from apps.budgets.services import budget_set, budget_stop_lift
 from apps.catalog.models import GpuClass
 from apps.common.http import client_ip
-from apps.policies.selectors import policy_summaries
+from apps.policies import core as policy_core
+from apps.policies.selectors import policy_summaries, team_policy_spec
+from apps.policies.services import team_policy_set
 from apps.quotas.core import format_milli
 from apps.quotas.services import team_quota_set
 from apps.telemetry import overview, rightsizing
 from apps.web.access import team_or_404
-from apps.web.forms.governance import AdviceApplyForm, AdviceForm, BudgetForm, QuotaForm
+from apps.web.forms.governance import (
+    AdviceApplyForm,
+    AdviceForm,
+    BudgetForm,
+    PolicyForm,
+    QuotaForm,
+    policy_initial,
+)
 
 # Pages of other governance features the overview links to when they are installed: (label,
 # URL name). A name that does not resolve is left out.
@@ -273,3 +282,48 @@ def advice_apply_view(request: HttpRequest) -> HttpResponse:
         if result.warning:
             messages.warning(request, result.warning)
     return redirect(f"{reverse('governance-advice')}?days={days}")
+
+
+# --- a team's policy ---------------------------------------------------------------------------
+
+
+def _policy_context(team: Team, user: User, form: PolicyForm | None = None) -> dict[str, object]:
+    spec = team_policy_spec(team)
+    return {
+        "team": team,
+        "summary": policy_core.summary(spec) if spec else [],
+        "form": form or PolicyForm(initial=policy_initial(spec) if spec else None),
+        "may_set": user.is_staff,
+    }
+
+
+@login_required
+@require_GET
+def team_policy(request: HttpRequest, slug: str) -> HttpResponse:
+    """What the team may ask for beyond its quota: members see it, platform admins set it."""
+    team = team_or_404(request, slug)
+    return render(request, "governance/policy.html", _policy_context(team, _user(request)))
+
+
+@login_required
+@require_POST
+def team_policy_set_view(request: HttpRequest, slug: str) -> HttpResponse:
+    team = team_or_404(request, slug)
+    user = _user(request)
+    if not user.is_staff:
+        return render(
+            request,
+            "governance/forbidden.html",
+            {"message": "Only platform admins set team policies."},
+            status=403,
+        )
+    form = PolicyForm(request.POST)
+    if form.is_valid():
+        try:
+            team_policy_set(actor=user, team=team, source_ip=client_ip(request), **form.values())
+        except ValidationError as exc:
+            form.add_error(None, ValidationError(exc.messages))
+        else:
+            messages.success(request, f"Policy of {team.name} saved.")
+            return redirect("team-policy", team.slug)
+    return render(request, "governance/policy.html", _policy_context(team, user, form), status=400)
