@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from apps.workloads import rules
 from apps.workloads.models import Workload, WorkloadEvent
-from apps.workloads.selectors import WorkloadFilters
+from apps.workloads.selectors import SORT_LABELS, WorkloadFilters, day_start
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
@@ -430,7 +430,30 @@ class WorkloadListQuerySerializer(serializers.Serializer):
     owner = serializers.CharField(required=False, help_text="A username, or me.")
     gpu_class = serializers.CharField(required=False)
     priority_class = serializers.ChoiceField(choices=Workload.Priority.choices, required=False)
-    search = serializers.CharField(required=False, max_length=100, help_text="Part of the name.")
+    search = serializers.CharField(
+        required=False,
+        max_length=100,
+        help_text="Part of the name, the image (name or reference), the command or arguments.",
+    )
+    created_from = serializers.DateField(
+        required=False, help_text="Created on or after this day (UTC), e.g. 2026-03-01."
+    )
+    created_to = serializers.DateField(
+        required=False, help_text="Created on or before this day (UTC), e.g. 2026-03-31."
+    )
+    sort = serializers.ChoiceField(
+        choices=[(key, label) for key, label in SORT_LABELS.items()],
+        required=False,
+        help_text="-created (newest first, the default), created, name, -name, state or kind.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        start, end = attrs.get("created_from"), attrs.get("created_to")
+        if start is not None and end is not None and start > end:
+            raise serializers.ValidationError(
+                {"created_to": ["The last day comes before the first (created_from)."]}
+            )
+        return attrs
 
     @staticmethod
     def _choices(value: str, allowed: list[str], what: str) -> list[str]:
@@ -458,6 +481,9 @@ class WorkloadListQuerySerializer(serializers.Serializer):
             gpu_class=f.get("gpu_class"),
             priority_class=f.get("priority_class"),
             search=f.get("search"),
+            created_from=day_start(f.get("created_from")),
+            created_before=day_start(f.get("created_to"), days_after=1),
+            sort=f.get("sort") or "-created",
         )
 
 

@@ -220,7 +220,7 @@ def email_message(
     if link:
         lines += ["", f"Open: {link}"]
     lines += ["", "--", f"{EVENT_LABELS[event]}. Choose what you hear about: {prefs_url}"]
-    paragraphs = "".join(f"<p>{_escape(p)}</p>" for p in body.split("\n\n") if p.strip())
+    paragraphs = "".join(f"<p>{_escape(p)}</p>" for p in body.splitlines() if p.strip())
     button = (
         f'<p><a href="{_escape(link)}" style="display:inline-block;padding:8px 14px;'
         f'background:#1f4e99;color:#fff;text-decoration:none;border-radius:4px">Open</a></p>'

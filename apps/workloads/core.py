@@ -8,6 +8,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
 
 KIND_NOTEBOOK = "notebook"
 KIND_TRAINING = "training"
@@ -219,3 +220,18 @@ def sample_points(
                 point[key] = f"{rng.uniform(low, high):.6g}"
         points.append(point)
     return points
+
+
+def describe_duration(delta: timedelta) -> str:
+    """A run's length for people: "42 s", "3 min", "2 h 5 min", "3 d 4 h"."""
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"

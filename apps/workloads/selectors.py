@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from functools import cache, cached_property
 from typing import Any, cast
 
@@ -67,11 +68,43 @@ class WorkloadFilters:
     owner: str | None = None  # a username, or "me"
     gpu_class: str | None = None  # a GPU class name
     priority_class: str | None = None
-    search: str | None = None  # part of the name, in any case
+    # Part of the name, the image (its name or reference), the command or the arguments, in
+    # any case.
+    search: str | None = None
+    created_from: datetime | None = None  # created at or after
+    created_before: datetime | None = None  # created before
+    sort: str = "-created"  # a key of SORTS
+
+
+# The orders the list offers: (ORM order, SQL order on ``w``); every one ends in the id, so a
+# page boundary is the same on both paths and never splits ties differently.
+SORTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "-created": (("-created_at", "-id"), "w.created_at DESC, w.id DESC"),
+    "created": (("created_at", "id"), "w.created_at ASC, w.id ASC"),
+    "name": (("name", "id"), "w.name ASC, w.id ASC"),
+    "-name": (("-name", "-id"), "w.name DESC, w.id DESC"),
+    "state": (("state", "-created_at", "-id"), "w.state ASC, w.created_at DESC, w.id DESC"),
+    "kind": (("kind", "-created_at", "-id"), "w.kind ASC, w.created_at DESC, w.id DESC"),
+}
+SORT_LABELS = {
+    "-created": "Newest first",
+    "created": "Oldest first",
+    "name": "Name A–Z",
+    "-name": "Name Z–A",
+    "state": "State",
+    "kind": "Kind",
+}
+
+
+def day_start(day: date | None, *, days_after: int = 0) -> datetime | None:
+    """Midnight UTC starting ``day`` (plus ``days_after`` days): a date filter's bound."""
+    if day is None:
+        return None
+    return datetime.combine(day + timedelta(days=days_after), time.min, tzinfo=UTC)
 
 
 def workloads_filtered(user: User, filters: WorkloadFilters) -> QuerySet[Workload]:
-    """The workloads ``user`` may see that match ``filters``, newest first."""
+    """The workloads ``user`` may see that match ``filters``, in the order asked for."""
     qs = workloads_visible_to(user).filter(sweep__isnull=True)  # trials: on the sweep's page
     if filters.states:
         qs = qs.filter(state__in=filters.states)
@@ -89,8 +122,20 @@ def workloads_filtered(user: User, filters: WorkloadFilters) -> QuerySet[Workloa
     if filters.priority_class is not None:
         qs = qs.filter(priority_class=filters.priority_class)
     if filters.search is not None:
-        qs = qs.filter(name__icontains=filters.search)
-    return qs.order_by("-created_at", "-id")
+        text = filters.search
+        qs = qs.filter(
+            Q(name__icontains=text)
+            | Q(image_id__in=Image.objects.filter(
+                Q(name__icontains=text) | Q(reference__icontains=text)
+            ).values("id"))
+            | Q(command__icontains=text)
+            | Q(args__icontains=text)
+        )  # fmt: skip
+    if filters.created_from is not None:
+        qs = qs.filter(created_at__gte=filters.created_from)
+    if filters.created_before is not None:
+        qs = qs.filter(created_at__lt=filters.created_before)
+    return qs.order_by(*SORTS[filters.sort][0])
 
 
 class WorkloadListing:
@@ -196,6 +241,7 @@ class WorkloadListing:
             return None
         sql, params = where
         select, joins, _ = _select_sql(self.columns)
+        order = SORTS[self.filters.sort][1]
         if with_total:
             select = f"(SELECT COUNT(*) FROM {_W} w WHERE {sql}), {select}"  # noqa: S608
             params = [*params, *params]
@@ -206,8 +252,8 @@ class WorkloadListing:
         query = (
             f"SELECT {select} FROM {_W} w {joins} WHERE w.id = ANY(ARRAY("  # noqa: S608
             f"SELECT w.id FROM {_W} w WHERE {sql} "
-            "ORDER BY w.created_at DESC, w.id DESC LIMIT %s OFFSET %s"
-            ")) ORDER BY w.created_at DESC, w.id DESC"
+            f"ORDER BY {order} LIMIT %s OFFSET %s"
+            f")) ORDER BY {order}"
         )
         return query, [*params, limit, offset]
 
@@ -246,8 +292,20 @@ class WorkloadListing:
             params.append(f.priority_class)
         if f.search is not None:
             # As Django's icontains on PostgreSQL: LIKE's wildcards in the text are escaped.
-            conditions.append("UPPER(w.name::text) LIKE UPPER(%s)")
-            params.append(f"%{connection.ops.prep_for_like_query(f.search)}%")
+            like = f"%{connection.ops.prep_for_like_query(f.search)}%"
+            images = f"SELECT id FROM {_IMAGE} WHERE UPPER(name::text) LIKE UPPER(%s)"  # noqa: S608
+            conditions.append(
+                f"(UPPER(w.name::text) LIKE UPPER(%s) OR w.image_id IN ({images}"
+                " OR UPPER(reference::text) LIKE UPPER(%s))"
+                " OR UPPER(w.command::text) LIKE UPPER(%s) OR UPPER(w.args::text) LIKE UPPER(%s))"
+            )
+            params.extend([like] * 5)
+        if f.created_from is not None:
+            conditions.append("w.created_at >= %s")
+            params.append(f.created_from)
+        if f.created_before is not None:
+            conditions.append("w.created_at < %s")
+            params.append(f.created_before)
         return " AND ".join(conditions), params
 
 
@@ -255,6 +313,7 @@ _W = Workload._meta.db_table
 _TEAM = Team._meta.db_table
 _USER = User._meta.db_table
 _GPU_CLASS = GpuClass._meta.db_table
+_IMAGE = Image._meta.db_table
 
 
 @cache

@@ -252,7 +252,7 @@ def sweep_state_refresh(*, sweep_id: int) -> str | None:
             event = WorkloadEvent.objects.create(
                 workload=sweep, from_state=sweep.state, to_state=target, reason=reason[:500]
             )
-            _notify_owner(workload=sweep, event=event, actor=None)
+            _notify_owner(workload=sweep, event=event, actor=None, changes=changes)
     return target
 
 
@@ -267,18 +267,32 @@ _NOTICES: dict[str, tuple[NoticeEvent, str]] = {
 }
 
 
-def _notify_owner(*, workload: Workload, event: WorkloadEvent, actor: User | None) -> None:
+def _notify_owner(
+    *, workload: Workload, event: WorkloadEvent, actor: User | None, changes: dict[str, Any]
+) -> None:
     """Tell the owner about a change they did not make themselves (one notice per event row,
-    so a workload admitted twice, after a preemption, is told about twice)."""
+    so a workload admitted twice, after a preemption, is told about twice). ``changes`` are
+    the columns the transition is writing (the row in hand still holds the old values)."""
     told = _NOTICES.get(event.to_state)
     if told is None or (actor is not None and actor.pk == workload.owner_id):
         return
     kind, title = told
+    state = Workload.State(event.to_state).label
+    reason = event.reason.strip()
+    if reason and reason[-1] not in ".!?)":
+        reason += "."
+    lines = [
+        reason[:1].upper() + reason[1:] if reason.lower() != f"{state.lower()}." else "",
+        f"State: {state}. Team {workload.team.name}, {workload.gpu_class.name}.",
+    ]
+    started, finished = changes.get("started_at", workload.started_at), changes.get("finished_at")
+    if started and finished:
+        lines.append(f"Ran for {core.describe_duration(finished - started)}.")
     notify(
         event=kind,
         users=[workload.owner],
         title=title.format(name=f"{workload.get_kind_display()} {workload.name}"),
-        body=event.reason or f"Now {workload.get_state_display().lower()}.",
+        body="\n".join(line for line in lines if line),
         key=f"workload-event-{event.pk}",
         link=f"/workloads/{workload.pk}/",
         team=workload.team,
@@ -323,7 +337,7 @@ def workload_transition(
             sweep_state_refresh(sweep_id=workload.sweep_id)
         else:
             # Trials are told about through their sweep, not one notice per trial.
-            _notify_owner(workload=workload, event=event, actor=actor)
+            _notify_owner(workload=workload, event=event, actor=actor, changes=changes)
     for field, value in changes.items():
         setattr(workload, field, value)
     return True

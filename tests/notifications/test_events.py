@@ -3,7 +3,10 @@ suspended — not what the owner did themselves, and a sweep's trials only throu
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from apps.notifications.core import NoticeEvent
 from apps.notifications.models import Notice
@@ -56,16 +59,39 @@ def test_a_training_job_tells_its_owner_each_step(cast: Cast) -> None:
         (NoticeEvent.FAILED, "Training job resnet failed"),
     ]
     failed = Notice.objects.get(user=cast.owner, event=NoticeEvent.FAILED)
-    assert failed.body == "Exit code 137 (out of memory)."
+    assert failed.body == (
+        f"Exit code 137 (out of memory).\nState: Failed. Team Vision, {cast.gpu_class.name}.\n"
+        "Ran for 0 s."
+    )
     assert failed.link == f"/workloads/{job.pk}/"
     assert failed.team == cast.team
     assert not Notice.objects.exclude(user=cast.owner).exists()
 
 
-def test_finishing_is_told_as_finished(cast: Cast) -> None:
-    job = _workload(cast, state=wl.RUNNING)
-    workload_transition(workload=job, to_state=wl.SUCCEEDED, reason="Exit code 0.")
-    assert [e for e, _ in _told(cast)] == [NoticeEvent.FINISHED]
+def test_finishing_is_told_as_finished_with_the_run_time(cast: Cast) -> None:
+    started = timezone.now() - timedelta(hours=2, minutes=5)
+    job = _workload(cast, state=wl.RUNNING, started_at=started)
+    workload_transition(workload=job, to_state=wl.SUCCEEDED, reason="succeeded")
+    [notice] = Notice.objects.filter(user=cast.owner)
+    assert notice.event == NoticeEvent.FINISHED
+    # A reason that only repeats the state is not said twice.
+    assert notice.body.splitlines()[0].startswith("State: Succeeded.")
+    assert notice.body.splitlines()[1] == "Ran for 2 h 5 min."
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0 s"),
+        (59, "59 s"),
+        (60, "1 min"),
+        (3600, "1 h"),
+        (3660, "1 h 1 min"),
+        (90000, "1 d 1 h"),
+    ],
+)
+def test_run_times_read_well(seconds: int, text: str) -> None:
+    assert wl.describe_duration(timedelta(seconds=seconds)) == text
 
 
 def test_what_the_owner_did_is_not_told_back(cast: Cast) -> None:
@@ -102,4 +128,6 @@ def test_a_sweep_tells_about_itself_not_each_trial(cast: Cast) -> None:
         (NoticeEvent.RUNNING, "Batch sweep lr-search is running"),
         (NoticeEvent.FINISHED, "Batch sweep lr-search finished"),
     ]
-    assert Notice.objects.get(event=NoticeEvent.FINISHED).body == "All 3 trials succeeded."
+    assert Notice.objects.get(event=NoticeEvent.FINISHED).body.startswith(
+        "All 3 trials succeeded.\nState: Succeeded."
+    )

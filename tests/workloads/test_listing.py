@@ -5,7 +5,7 @@ the cast; and plans that stay index walks when PostgreSQL reuses a prepared stat
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,8 +18,14 @@ from apps.accounts.services import api_token_create
 from apps.api.serializers import ROW_VALUES
 from apps.workloads import core
 from apps.workloads.models import Workload
-from apps.workloads.selectors import WorkloadFilters, WorkloadListing, workloads_filtered
-from tests.factories import GpuClassFactory, MembershipFactory, TeamFactory, WorkloadFactory
+from apps.workloads.selectors import SORTS, WorkloadFilters, WorkloadListing, workloads_filtered
+from tests.factories import (
+    GpuClassFactory,
+    ImageFactory,
+    MembershipFactory,
+    TeamFactory,
+    WorkloadFactory,
+)
 from tests.plugins.cast import Cast
 
 pytestmark = pytest.mark.django_db
@@ -42,6 +48,10 @@ def mixed(cast: Cast) -> Cast:
         {"name": "theirs", "team": cast.other_team, "owner": cast.outsider},
         {"name": "theirs-nb", "team": cast.other_team, "owner": cast.outsider,
          "kind": core.KIND_NOTEBOOK, "state": core.RUNNING},
+        {"name": "bert-ft", "state": core.SUCCEEDED, "owner": cast.teammate,
+         "image": ImageFactory(name="HF transformers",
+                               reference="ghcr.io/huggingface/transformers:4.46"),
+         "command": ["accelerate", "launch", "finetune.py"], "args": ["--lr", "3e-5"]},
     ]  # fmt: skip
     for i, spec in enumerate(specs):
         values: dict[str, Any] = {
@@ -81,6 +91,15 @@ FILTERS = [
     WorkloadFilters(search="_50%"),  # LIKE's wildcards are literal text here
     WorkloadFilters(search="n_"),
     WorkloadFilters(search="TRAIN", states=(core.QUEUED, core.FAILED), owner="teammate"),
+    WorkloadFilters(search="huggingface"),  # the image's reference
+    WorkloadFilters(search="hf TRANS"),  # the image's name
+    WorkloadFilters(search="finetune"),  # the command
+    WorkloadFilters(search="3e-5"),  # the arguments
+    WorkloadFilters(search="nvcr.io", kinds=(core.KIND_TRAINING,), sort="name"),
+    WorkloadFilters(created_before=datetime(2000, 1, 1, tzinfo=UTC)),
+    WorkloadFilters(created_from=datetime(2000, 1, 1, tzinfo=UTC), sort="-name"),
+    *(WorkloadFilters(sort=key) for key in SORTS),
+    WorkloadFilters(states=(core.RUNNING, core.FAILED, core.QUEUED), sort="state"),
 ]
 WHO = ["owner", "teammate", "lead", "outsider", "admin"]
 
@@ -99,6 +118,26 @@ def test_listing_matches_the_orm_for_every_filter_and_caller(
     listing = WorkloadListing(user, filters, ROW_VALUES)
     assert listing.count() == len(expected)
     assert listing.rows(offset=0, limit=100) == expected
+
+
+def test_date_range_takes_what_was_created_in_it(mixed: Cast) -> None:
+    newest = Workload.objects.filter(team=mixed.team).order_by("-created_at").first()
+    assert newest is not None
+    start, end = newest.created_at - timedelta(minutes=4, seconds=30), newest.created_at
+    filters = WorkloadFilters(created_from=start, created_before=end)
+    names = [r["name"] for r in WorkloadListing(mixed.admin, filters, ROW_VALUES)[:50]]
+    assert names == [r["name"] for r in reference(mixed.admin, filters)]
+    # Minutes 1 … 4 before the newest (the newest itself is not before ``end``).
+    assert names == ["Train-big", "explore", "sweep-lr", "trainXbig"]
+
+
+@pytest.mark.parametrize("sort", list(SORTS))
+def test_every_sort_pages_the_same_on_both_paths(mixed: Cast, sort: str) -> None:
+    filters = WorkloadFilters(sort=sort)
+    expected = reference(mixed.admin, filters)
+    listing = WorkloadListing(mixed.admin, filters, ROW_VALUES)
+    pages = [listing[i : i + 3] for i in range(0, len(expected) + 3, 3)]
+    assert [row for page in pages for row in page] == expected
 
 
 def test_listing_pages_are_slices_of_the_orm_order(mixed: Cast) -> None:
