@@ -30,7 +30,7 @@ def test_token_created_in_portal_is_shown_once_and_stored_hashed(cast: Cast) -> 
     )
     assert response.status_code == 200
     assert response["Cache-Control"] == "no-store"
-    match = re.search(r'value="(gpp_[0-9a-f]{8}_[\w-]+)"', response.content.decode())
+    match = re.search(r'id="new-token"[^>]*>(gpp_[0-9a-f]{8}_[\w-]+)<', response.content.decode())
     assert match, "the new token is shown"
     plaintext = match.group(1)
     token = ApiToken.objects.get(user=cast.owner)
