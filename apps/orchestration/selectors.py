@@ -190,6 +190,30 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         restart_count=restart_count(workload),
         team_claim=m.team_claim_name(),
         datasets=dataset_mounts(workload.datasets),
+        endpoint=endpoint_shape(workload),
+    )
+
+
+def endpoint_shape(workload: Workload) -> m.EndpointShape | None:
+    """An endpoint's recorded settings as its objects state them (None: not an endpoint, or
+    one recorded without them, which cannot be started)."""
+    recorded = (workload.params or {}).get("endpoint")
+    if workload.kind != wl.KIND_INFERENCE or not isinstance(recorded, Mapping):
+        return None
+    host = settings.ENDPOINT_HOST.split("://")[-1].rstrip("/")
+    return m.EndpointShape(
+        port=int(recorded.get("port") or 8000),
+        health_path=str(recorded.get("health_path") or "/health"),
+        model_path=str(recorded.get("model_path") or ""),
+        model_uri=str(recorded.get("model_uri") or ""),
+        model_secret=str(recorded.get("model_secret_k8s") or ""),
+        model_secret_keys=tuple(str(k) for k in recorded.get("model_secret_keys") or ()),
+        revision=int(recorded.get("revision") or 1),
+        progress_deadline_seconds=settings.ENDPOINT_PROGRESS_DEADLINE_SECONDS,
+        host=host,
+        auth_url=settings.ENDPOINT_AUTH_URL if host else "",
+        tls_secret=settings.NOTEBOOK_TLS_SECRET if host else "",
+        ingress_namespace=settings.NOTEBOOK_INGRESS_NAMESPACE,
     )
 
 

@@ -51,7 +51,7 @@ from apps.orchestration.selectors import (
 )
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from apps.workloads.services import workload_transition
+from apps.workloads.services import endpoint_rollout_observed, workload_transition
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ UNREACHABLE_REASON = "cluster unreachable, retrying"
 WORKLOAD_KINDS = (
     ("batch/v1", "Job"),
     ("apps/v1", "StatefulSet"),
+    ("apps/v1", "Deployment"),
     ("v1", "Service"),
     ("networking.k8s.io/v1", "Ingress"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
@@ -636,6 +637,7 @@ class SyncResult:
     transitions: int = 0
     reasons: int = 0
     freed: int = 0
+    rollouts: int = 0
 
 
 def _group_by_workload(objects: Iterable[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -652,6 +654,10 @@ def observe(
 ) -> st.Observation:
     if workload.kind == wl.KIND_NOTEBOOK:
         return st.observe_notebook(pods=pods)
+    if workload.kind == wl.KIND_INFERENCE:
+        return st.observe_endpoint(
+            pods=pods, replicas=workload.replicas, running=workload.state == wl.RUNNING
+        )
     if workload.kind == wl.KIND_TRAINING and workload.replicas > 1:
         # Retries of a gang are whole restarts through the queue; the events remember them.
         used = workload.events.filter(
@@ -719,7 +725,50 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
                 last_reason=seen.reason
             )
             result.reasons += 1
+    result.rollouts = endpoint_rollouts_check(kube=kube, cluster=cluster, single=single)
     if result.freed:
         # Finished, failed or preempted workloads freed GPUs: let the waiting ones in now.
         taskqueue.SCHEDULING_CYCLE.send()
     return result
+
+
+def endpoint_rollouts_check(*, kube: Kube, cluster: Cluster, single: bool) -> int:
+    """Endpoints rolling out a new revision: record the progress, mark it complete, or roll it
+    back when the Deployment says its new replicas missed the progress deadline. One list
+    call, and only while a rollout is in progress."""
+    rolling = Workload.objects.filter(
+        kind=wl.KIND_INFERENCE,
+        state__in=(wl.STARTING, wl.RUNNING),
+        params__endpoint__rollout__state="progressing",
+    )
+    rolling = rolling.filter(cluster=cluster) | (
+        rolling.filter(cluster__isnull=True) if single else rolling.none()
+    )
+    if not rolling.exists():
+        return 0
+    deployments = {
+        int(owner): d
+        for owner, d in (
+            ((d["metadata"].get("labels") or {}).get(m.LABEL_WORKLOAD, ""), d)
+            for d in kube.list_owned("apps/v1", "Deployment", label_selector=m.LABEL_WORKLOAD)
+        )
+        if owner.isdigit()
+    }
+    changed = 0
+    for workload in rolling:
+        endpoint = (workload.params or {}).get("endpoint") or {}
+        seen = st.observe_rollout(
+            deployments.get(workload.pk),
+            revision=int(endpoint.get("revision") or 1),
+            revision_annotation=m.ANNOTATION_REVISION,
+        )
+        state = {st.ROLLOUT_FAILED: "failed"}.get(seen.state, seen.state)
+        if endpoint_rollout_observed(
+            workload=workload,
+            state=state,
+            message=seen.message,
+            updated=seen.updated,
+            ready=seen.ready,
+        ):
+            changed += 1
+    return changed

@@ -52,6 +52,8 @@ BLOCK_QUOTA = "quota"
 BLOCK_USER = "user"
 BLOCK_CAPACITY = "capacity"
 BLOCK_CLASS = "class"
+# Production (inference endpoints) runs only on the team's guarantee, never borrowed.
+BLOCK_GUARANTEE = "guarantee"
 PARALLELISM_REASON = (
     "Its sweep runs {running} trials at once (its parallelism cap); this trial starts when "
     "one of them ends."
@@ -352,6 +354,8 @@ class _Cycle:
         kind: str | None = None
         if not gpu_class.enabled:
             kind = BLOCK_CLASS
+        elif w.priority == PRODUCTION and used + amount > (quota.guaranteed_milli if quota else 0):
+            kind = BLOCK_GUARANTEE
         elif used + amount > limit:
             kind = BLOCK_QUOTA
         elif (

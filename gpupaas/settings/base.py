@@ -310,6 +310,24 @@ if (NOTEBOOK_HOST or NOTEBOOK_WILDCARD_HOST) and not (PORTAL_URL and NOTEBOOK_AU
         "(and NOTEBOOK_AUTH_URL if the ingress controller reaches the portal elsewhere)."
     )
 NOTEBOOK_INGRESS_NAMESPACE = env_str("NOTEBOOK_INGRESS_NAMESPACE", "ingress-nginx")
+# Inference endpoints: served on ENDPOINT_HOST under /endpoints/<namespace>/<id>/, every call
+# authorised by the portal (ENDPOINT_AUTH_URL: where the ingress controller asks it; a team
+# member's session or one of the endpoint's keys). A rolling update whose new replicas are not
+# ready within ENDPOINT_PROGRESS_DEADLINE_SECONDS is rolled back. The scaling loop runs every
+# SERVING_AUTOSCALE_SECONDS and changes an endpoint's replicas at most once per
+# SERVING_SCALE_COOLDOWN_SECONDS (scale-downs; scale-ups wait a third of it).
+ENDPOINT_HOST = env_str("ENDPOINT_HOST", "")
+ENDPOINT_AUTH_URL = env_str(
+    "ENDPOINT_AUTH_URL", f"{PORTAL_URL}/endpoints/auth/" if PORTAL_URL else ""
+)
+ENDPOINT_PROGRESS_DEADLINE_SECONDS = env_int("ENDPOINT_PROGRESS_DEADLINE_SECONDS", 600, minimum=5)
+SERVING_AUTOSCALE_SECONDS = env_int("SERVING_AUTOSCALE_SECONDS", 30, minimum=5)
+SERVING_SCALE_COOLDOWN_SECONDS = env_int("SERVING_SCALE_COOLDOWN_SECONDS", 300, minimum=0)
+if ENDPOINT_HOST and not ENDPOINT_AUTH_URL:
+    raise ImproperlyConfigured(
+        "Endpoints served through an ingress are authorised by the portal: set PORTAL_URL "
+        "(or ENDPOINT_AUTH_URL)."
+    )
 NOTEBOOK_HOME_SIZE = env_str("NOTEBOOK_HOME_SIZE", "20Gi")
 # Logs and events outlive the objects: before a workload's objects are deleted, the end of
 # each pod's log (at most this many bytes per replica and attempt) and its Kubernetes events
