@@ -326,6 +326,9 @@ class EndpointShape:
     model_secret_keys: tuple[str, ...] = ()
     revision: int = 1
     progress_deadline_seconds: int = 600
+    # A new replica counts as available (and lets an old one go) only after it has stayed
+    # ready this long: a server that crashes right after its first good probe is not rolled out.
+    min_ready_seconds: int = 10
     # Served through the ingress on ``host`` under endpoint_path(), each call authorised by
     # the portal (``auth_url``); no host: no Ingress, the Service only.
     host: str = ""
@@ -1069,6 +1072,7 @@ def endpoint_manifests(spec: WorkloadSpec) -> list[Manifest]:
                 "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
             },
             "progressDeadlineSeconds": e.progress_deadline_seconds,
+            "minReadySeconds": e.min_ready_seconds,
             "revisionHistoryLimit": 5,
             "template": {
                 "metadata": {"labels": labels, "annotations": annotations},

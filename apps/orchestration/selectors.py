@@ -146,9 +146,11 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         # The scheduler placed the request on a free instance of this profile: ask for it.
         limits = {f"nvidia.com/mig-{profiles.pop()}": "1"}
     params = workload.params or {}
+    # An endpoint's revision may carry its own (rolled out and back with it).
+    revision_annotations = (params.get("endpoint") or {}).get("pod_annotations") or {}
     annotations = {
         str(k): str(v)
-        for k, v in (params.get("pod_annotations") or {}).items()
+        for k, v in {**(params.get("pod_annotations") or {}), **revision_annotations}.items()
         if str(k).startswith(PASS_THROUGH_ANNOTATION_PREFIXES)
     }
     grid = {str(k): [str(x) for x in v] for k, v in (params.get("grid") or {}).items()}
@@ -210,6 +212,8 @@ def endpoint_shape(workload: Workload) -> m.EndpointShape | None:
         model_secret_keys=tuple(str(k) for k in recorded.get("model_secret_keys") or ()),
         revision=int(recorded.get("revision") or 1),
         progress_deadline_seconds=settings.ENDPOINT_PROGRESS_DEADLINE_SECONDS,
+        # The API server wants the deadline above it.
+        min_ready_seconds=min(10, settings.ENDPOINT_PROGRESS_DEADLINE_SECONDS // 2),
         host=host,
         auth_url=settings.ENDPOINT_AUTH_URL if host else "",
         tls_secret=settings.NOTEBOOK_TLS_SECRET if host else "",

@@ -732,6 +732,13 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
     return result
 
 
+def _parse_time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 def endpoint_rollouts_check(*, kube: Kube, cluster: Cluster, single: bool) -> int:
     """Endpoints rolling out a new revision: record the progress, mark it complete, or roll it
     back when the Deployment says its new replicas missed the progress deadline. One list
@@ -757,10 +764,13 @@ def endpoint_rollouts_check(*, kube: Kube, cluster: Cluster, single: bool) -> in
     changed = 0
     for workload in rolling:
         endpoint = (workload.params or {}).get("endpoint") or {}
+        started = _parse_time((endpoint.get("rollout") or {}).get("started_at"))
         seen = st.observe_rollout(
             deployments.get(workload.pk),
             revision=int(endpoint.get("revision") or 1),
             revision_annotation=m.ANNOTATION_REVISION,
+            elapsed_seconds=(timezone.now() - started).total_seconds() if started else 0.0,
+            deadline_seconds=settings.ENDPOINT_PROGRESS_DEADLINE_SECONDS,
         )
         state = {st.ROLLOUT_FAILED: "failed"}.get(seen.state, seen.state)
         if endpoint_rollout_observed(

@@ -357,11 +357,18 @@ class RolloutObservation:
 
 
 def observe_rollout(
-    deployment: Mapping[str, Any] | None, *, revision: int, revision_annotation: str
+    deployment: Mapping[str, Any] | None,
+    *,
+    revision: int,
+    revision_annotation: str,
+    elapsed_seconds: float = 0.0,
+    deadline_seconds: float | None = None,
 ) -> RolloutObservation:
     """How far a Deployment has rolled out ``revision``: complete when every replica runs it
     and is available and no old one is left; failed when the Deployment controller says its
-    progress deadline passed (ProgressDeadlineExceeded) for this revision."""
+    progress deadline passed (ProgressDeadlineExceeded), or when the rollout has not completed
+    ``deadline_seconds`` after it began (replacement pods of a crashing server count as
+    progress to the controller, never to the endpoint's users)."""
     if deployment is None:
         return RolloutObservation(ROLLOUT_PROGRESSING, "waiting for the Deployment", 0, 0)
     spec = deployment.get("spec") or {}
@@ -398,6 +405,14 @@ def observe_rollout(
     if updated >= wanted and available >= wanted and total == wanted:
         return RolloutObservation(
             ROLLOUT_COMPLETE, f"{wanted} of {wanted} replicas run the new revision", updated, ready
+        )
+    if deadline_seconds is not None and elapsed_seconds > deadline_seconds:
+        return RolloutObservation(
+            ROLLOUT_FAILED,
+            f"the new revision was not available on {wanted} replica(s) within "
+            f"{deadline_seconds:g} s ({updated} started)",
+            updated,
+            ready,
         )
     return RolloutObservation(
         ROLLOUT_PROGRESSING,

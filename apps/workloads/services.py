@@ -662,6 +662,7 @@ def endpoint_wake(*, actor: User | None, workload: Workload, source_ip: str | No
     return True
 
 
+# What a rollout changes (and a rollback puts back) besides the image and the environment.
 ROLLOUT_FIELDS = (
     "model_path",
     "model_uri",
@@ -729,6 +730,7 @@ def endpoint_update(
             "revision": current.get("revision") or 1,
             "image": locked.image_id,
             "env": dict(locked.env or {}),
+            "pod_annotations": current.get("pod_annotations") or {},
             **{k: current.get(k) for k in ROLLOUT_FIELDS},
         }
         updated = {
@@ -803,6 +805,7 @@ def endpoint_rollout_observed(
         restored = {
             **endpoint,
             **{k: previous.get(k) for k in ROLLOUT_FIELDS if k in previous},
+            "pod_annotations": previous.get("pod_annotations") or {},
             "revision": revision,
             "rollout": rollout,
         }

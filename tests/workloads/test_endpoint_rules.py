@@ -97,9 +97,10 @@ def test_a_model_path_outside_the_team_volumes_is_refused() -> None:
     )
     assert rules.request_problems(named, context()) == {}
     unnamed = replace(named, datasets=())
-    assert "is not a dataset this endpoint mounts" in rules.request_problems(unnamed, context())[
-        "model_path"
-    ]
+    assert (
+        "is not a dataset this endpoint mounts"
+        in rules.request_problems(unnamed, context())["model_path"]
+    )
 
 
 def test_an_object_store_model_takes_a_secret_the_person_may_use() -> None:
@@ -110,7 +111,9 @@ def test_an_object_store_model_takes_a_secret_the_person_may_use() -> None:
     assert rules.request_problems(ok, context()) == {}
     charge = rules.charge_of(ok, WHOLE, context())
     assert charge.endpoint and charge.endpoint["model_secret_k8s"] == "cred-t-1"
-    missing = replace(ok, endpoint=replace(ok.endpoint or rules.EndpointRequest(), model_secret="x"))
+    missing = replace(
+        ok, endpoint=replace(ok.endpoint or rules.EndpointRequest(), model_secret="x")
+    )
     assert "No secret named" in rules.request_problems(missing, context())["model_secret"]
     bad = replace(ok, endpoint=rules.EndpointRequest(model_uri="file:///etc"))
     assert "is not a model URI" in rules.request_problems(bad, context())["model_uri"]
@@ -136,12 +139,14 @@ def test_endpoints_are_for_leads_in_production_and_only_on_guarantee() -> None:
 
 def test_scale_to_zero_needs_min_zero_and_an_idle_period() -> None:
     assert rules.request_problems(endpoint(min_replicas=0, idle_minutes=15), context()) == {}
-    assert "idle_minutes" in rules.request_problems(endpoint(min_replicas=0), context())[
-        "min_replicas"
-    ]
-    assert "min_replicas 0" in rules.request_problems(endpoint(idle_minutes=15), context())[
+    assert (
         "idle_minutes"
-    ]
+        in rules.request_problems(endpoint(min_replicas=0), context())["min_replicas"]
+    )
+    assert (
+        "min_replicas 0"
+        in rules.request_problems(endpoint(idle_minutes=15), context())["idle_minutes"]
+    )
     gpu = endpoint(scale_metric="gpu", scale_target=150)
     assert "from 1 to 100" in rules.request_problems(gpu, context())["scale_target"]
 
@@ -149,6 +154,7 @@ def test_scale_to_zero_needs_min_zero_and_an_idle_period() -> None:
 def test_serving_images_only_for_endpoints() -> None:
     job = rules.WorkloadRequest(kind="training", name="t", gpu_milli=1000, command=("python",))
     assert "serving image" in rules.request_problems(job, context())["image"]
-    assert "not a serving image" in rules.request_problems(
-        endpoint(), context(image=ImageSpec(kind="training"))
-    )["image"]
+    assert (
+        "not a serving image"
+        in rules.request_problems(endpoint(), context(image=ImageSpec(kind="training")))["image"]
+    )
