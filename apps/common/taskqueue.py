@@ -64,6 +64,8 @@ LOG_ARCHIVE_PURGE: TaskRef[[]] = TaskRef("orchestration.log_archive_purge")
 TELEMETRY_INGEST: TaskRef[[]] = TaskRef("telemetry.ingest")
 TELEMETRY_NODE_HEALTH: TaskRef[[]] = TaskRef("telemetry.node_health")
 
+SERVING_AUTOSCALE: TaskRef[[]] = TaskRef("serving.autoscale")
+
 REGISTRY: tuple[TaskRef, ...] = (
     HEARTBEAT,
     SCHEDULING_CYCLE,
@@ -77,4 +79,5 @@ REGISTRY: tuple[TaskRef, ...] = (
     LOG_ARCHIVE_PURGE,
     TELEMETRY_INGEST,
     TELEMETRY_NODE_HEALTH,
+    SERVING_AUTOSCALE,
 )

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from secrets import randbelow
 from typing import Any
 
@@ -13,6 +14,11 @@ from apps.accounts.selectors import team_role
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
 from apps.common import taskqueue
+from apps.credentials import core as credential_core
+from apps.credentials import services as credential_services
+from apps.credentials.models import EndpointKey
+from apps.credentials.selectors import endpoint_key_matches
+from apps.credentials.services import CreatedKey
 from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload, WorkloadEvent
 from apps.workloads.selectors import request_context, workload_may_manage
@@ -824,3 +830,75 @@ def endpoint_rollout_observed(
         )
         taskqueue.WORKLOAD_RECONCILE.on_commit(locked.pk)
         return "rolled back"
+
+
+# --- endpoint keys and calls ------------------------------------------------------------------
+
+
+def endpoint_key_create(
+    *, actor: User, workload: Workload, name: str, source_ip: str | None = None
+) -> CreatedKey:
+    """A new key for the endpoint (its owner, a lead of its team, an admin); the key is in
+    the answer once and never again."""
+    if not workload_may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may create keys.")
+    if workload.kind != core.KIND_INFERENCE:
+        raise ValidationError({"name": "Only inference endpoints take keys."})
+    if workload.is_terminal:
+        raise ValidationError({"name": f"The endpoint has {workload.state}; it takes no calls."})
+    return credential_services.endpoint_key_create(
+        actor=actor, team=workload.team, endpoint_id=workload.pk, name=name, source_ip=source_ip
+    )
+
+
+def endpoint_key_revoke(
+    *, actor: User, workload: Workload, key_id: int, source_ip: str | None = None
+) -> bool:
+    if not workload_may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may revoke keys.")
+    key = EndpointKey.objects.filter(pk=key_id, endpoint_id=workload.pk).first()
+    if key is None:
+        raise EndpointKey.DoesNotExist("No such key for this endpoint.")
+    return credential_services.endpoint_key_revoke(actor=actor, key=key, source_ip=source_ip)
+
+
+@dataclass(frozen=True)
+class CallVerdict:
+    status: int  # 200 let through, 401 no valid key or session, 403 not for this person/endpoint
+    message: str
+    waking: bool = False
+
+
+def endpoint_call_authorise(
+    *, user: User | None, endpoint_id: int, authorization: str = "", api_key: str = ""
+) -> CallVerdict:
+    """Whether a call to an endpoint may pass the ingress: a signed-in member of its team (or a
+    platform admin), or a live key of this very endpoint. A call that may pass an endpoint
+    scaled to zero wakes it (the ingress answers 503 until a replica is ready)."""
+    workload = (
+        Workload.objects.filter(pk=endpoint_id, kind=core.KIND_INFERENCE, deleted_at__isnull=True)
+        .select_related("team")
+        .first()
+    )
+    presented = credential_core.presented_key(authorization, api_key)
+    allowed = False
+    if workload is not None and presented:
+        key = endpoint_key_matches(endpoint_id=workload.pk, plaintext=presented)
+        if key is None:
+            return CallVerdict(401, "That key does not open this endpoint (wrong or revoked).")
+        credential_services.endpoint_key_used(key=key)
+        allowed = True
+    elif workload is not None and user is not None and user.is_authenticated:
+        allowed = user.is_staff or team_role(user, workload.team_id) is not None
+        if not allowed:
+            return CallVerdict(403, "Only members of the endpoint's team may call it.")
+    if workload is None:
+        return CallVerdict(401 if not presented else 403, "No such endpoint.")
+    if not allowed:
+        return CallVerdict(401, "Call with one of the endpoint's keys: Authorization: Bearer …")
+    if workload.is_terminal:
+        return CallVerdict(403, f"The endpoint has {workload.state}; it takes no calls.")
+    if workload.state == core.SUSPENDED:
+        endpoint_wake(actor=None, workload=workload)
+        return CallVerdict(200, "Scaled to zero: waking up; retry in a minute.", waking=True)
+    return CallVerdict(200, "ok")

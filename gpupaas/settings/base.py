@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "apps.scheduling",
     "apps.workloads",
     "apps.orchestration",
+    "apps.serving",
     "apps.telemetry",
     # The edges, above every domain app.
     "apps.web",
@@ -323,6 +324,21 @@ ENDPOINT_AUTH_URL = env_str(
 ENDPOINT_PROGRESS_DEADLINE_SECONDS = env_int("ENDPOINT_PROGRESS_DEADLINE_SECONDS", 600, minimum=5)
 SERVING_AUTOSCALE_SECONDS = env_int("SERVING_AUTOSCALE_SECONDS", 30, minimum=5)
 SERVING_SCALE_COOLDOWN_SECONDS = env_int("SERVING_SCALE_COOLDOWN_SECONDS", 300, minimum=0)
+# What the scaling loop asks Prometheus per endpoint ($namespace, $service = wl-<id>): by
+# default ingress-nginx's request metrics and dcgm-exporter's utilisation per pod.
+SERVING_RPS_QUERY = env_str(
+    "SERVING_RPS_QUERY",
+    'sum(rate(nginx_ingress_controller_requests{exported_namespace="$namespace",'
+    'exported_service="$service"}[2m]))',
+)
+SERVING_LATENCY_QUERY = env_str(
+    "SERVING_LATENCY_QUERY",
+    "histogram_quantile(0.95, sum by (le) (rate(nginx_ingress_controller_request_duration_"
+    'seconds_bucket{exported_namespace="$namespace",exported_service="$service"}[5m])))',
+)
+SERVING_GPU_QUERY = env_str(
+    "SERVING_GPU_QUERY", 'avg(DCGM_FI_DEV_GPU_UTIL{namespace="$namespace",pod=~"$service-.*"})'
+)
 if ENDPOINT_HOST and not ENDPOINT_AUTH_URL:
     raise ImproperlyConfigured(
         "Endpoints served through an ingress are authorised by the portal: set PORTAL_URL "
