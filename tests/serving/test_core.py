@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -87,4 +89,4 @@ def test_replicas_stay_in_bounds_and_change_at_most_once_per_cool_down_downwards
         if d.replicas < state.replicas:
             downs.append(now)
         state = d.state
-    assert all(b - a >= RPS.cooldown_down for a, b in zip(downs, downs[1:], strict=False))
+    assert all(b - a >= RPS.cooldown_down for a, b in pairwise(downs))
