@@ -12,13 +12,13 @@ from rest_framework.test import APIClient
 from apps.accounts.models import ApiToken, Membership
 from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
-from apps.credentials.models import Secret
+from apps.credentials.models import EndpointKey, Secret
 from apps.datasets.models import Dataset
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
 from tests.credentials.fakes import _fake_cluster  # noqa: F401
-from tests.factories import WorkloadFactory
+from tests.factories import ImageFactory, WorkloadFactory
 from tests.plugins.cast import Cast
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fake_cluster")]
@@ -34,6 +34,13 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("get", "/api/v1/workloads/{workload}/logs/", None),
     ("get", "/api/v1/workloads/{workload}/events/", None),
     ("get", "/api/v1/workloads/{sweep}/trials/", None),
+    ("get", "/api/v1/workloads/{endpoint}/endpoint/", None),
+    ("post", "/api/v1/workloads/{endpoint}/scale/", {"replicas": 1}),
+    ("post", "/api/v1/workloads/{endpoint}/wake/", None),
+    ("post", "/api/v1/workloads/{endpoint}/rollout/", {"env": {"DTYPE": "fp8"}}),
+    ("get", "/api/v1/workloads/{endpoint}/keys/", None),
+    ("post", "/api/v1/workloads/{endpoint}/keys/", {"name": "app"}),
+    ("delete", "/api/v1/workloads/{endpoint}/keys/{endpoint_key}/", None),
     ("get", "/api/v1/teams/{team}/", None),
     ("get", "/api/v1/teams/{team}/members/", None),
     ("post", "/api/v1/teams/{team}/members/", {"username": "outsider", "role": "lead"}),
@@ -77,7 +84,27 @@ def ids(cast: Cast) -> dict[str, Any]:
     token, _ = api_token_create(actor=cast.owner, name="owner's", scopes=["read"], expires_at=None)
     Secret.objects.create(team=cast.team, name="hf", keys=["token"], k8s_name="gpp-s-matrix")
     Dataset.objects.create(team=cast.team, name="imagenet", kind="claim", claim="imagenet-pvc")
+    endpoint = WorkloadFactory(
+        **common,
+        image=ImageFactory(name="vLLM", reference="docker.io/vllm/vllm-openai:v1", kind="serving"),
+        kind=core.KIND_INFERENCE,
+        priority_class=core.PRIORITY_PRODUCTION,
+        state=core.RUNNING,
+        params={
+            "endpoint": {
+                "min_replicas": 1,
+                "max_replicas": 2,
+                "target_replicas": 1,
+                "model_path": "/team/models/m",
+            }
+        },
+    )
+    key = EndpointKey.objects.create(
+        team=cast.team, endpoint_id=endpoint.pk, name="app", lookup="abcd", digest="0" * 64
+    )
     return {
+        "endpoint": endpoint.pk,
+        "endpoint_key": key.pk,
         "workload": WorkloadFactory(**common, image=cast.image, state=core.RUNNING).pk,
         "notebook": WorkloadFactory(
             **common, image=cast.image, kind=core.KIND_NOTEBOOK, state=core.RUNNING
@@ -104,6 +131,7 @@ def snapshot() -> tuple[Any, ...]:
         sorted(ApiToken.objects.values_list("id", "revoked_at")),
         sorted(Secret.objects.values_list("id", "keys", "updated_at")),
         sorted(Dataset.objects.values_list("id", "name")),
+        sorted(EndpointKey.objects.values_list("id", "revoked_at")),
         AuditEvent.objects.count(),
     )
 
@@ -180,6 +208,8 @@ def test_matrix_covers_every_api_route() -> None:
         .replace("{notebook}", "{w}")
         .replace("{suspended}", "{w}")
         .replace("{sweep}", "{w}")
+        .replace("{endpoint}", "{w}")
+        .replace("{endpoint_key}", "<int:key_id>")
         .replace("{team}", "{t}")
         for _, t, _ in OBJECT_ENDPOINTS
     } | set(ALL_PATHS)
