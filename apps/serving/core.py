@@ -85,6 +85,9 @@ def decide(policy: Policy, state: State, load: Load, now: float) -> Decision:
     if load.value is None:
         kept = State(state.replicas, state.last_change_at, idle_since, state.recent)
         return Decision(state.replicas, "", kept)
+    if state.replicas == 0 and not (load.requests or 0) > 0:
+        # Scaled to zero stays there until a call comes (the call wakes it, not the loop).
+        return Decision(0, "", State(0, state.last_change_at, idle_since, state.recent))
     raw = desired_replicas(policy, state.replicas, load.value)
     desired = min(max(raw, floor), policy.max_replicas)
     window = policy.cooldown_down

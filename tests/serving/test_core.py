@@ -68,6 +68,9 @@ def test_an_idle_endpoint_that_may_scale_to_zero_does_so_after_its_idle_period()
     assert d.replicas == 1
     d = step(policy, d.state, rps=0, now=600)
     assert d.replicas == 0 and "scaled to zero" in d.reason
+    # At zero it stays there while no call comes; the first calls bring it back.
+    assert step(policy, d.state, rps=0, now=900).replicas == 0
+    assert step(policy, d.state, rps=15, now=930).replicas == 2
     # One request in between restarts the idle clock.
     d = step(policy, core.State(replicas=1, idle_since=0), rps=0.5, now=500)
     assert d.state.idle_since is None
