@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -29,6 +29,73 @@ from apps.workloads.services import (
     endpoint_update,
     endpoint_wake,
 )
+
+ENDPOINT_EXAMPLE: dict[str, Any] = {
+    "id": 57,
+    "name": "support-llm",
+    "kind": "inference",
+    "state": "running",
+    "team": "vision",
+    "owner": "alice",
+    "gpu_class": "H100-80GB",
+    "image": "vLLM server",
+    "gpu_milli": 1000,
+    "charged_milli": 1000,
+    "replicas": 2,
+    "total_milli": 2000,
+    "priority_class": "production",
+    "last_reason": "2 of 2 replicas ready",
+    "params": {
+        "endpoint": {
+            "port": 8000,
+            "health_path": "/health",
+            "min_replicas": 1,
+            "max_replicas": 4,
+            "target_replicas": 2,
+            "model_path": "/team/models/llama-3-8b",
+            "scale_metric": "rps",
+            "scale_target": 10.0,
+            "revision": 1,
+        }
+    },
+}
+KEY_EXAMPLE: dict[str, Any] = {
+    "id": 3,
+    "name": "support bot",
+    "prefix": "gpe_1a2b3c4d_",
+    "created_by": "alice",
+    "created_at": "2026-11-30T10:00:00Z",
+    "last_used_at": None,
+    "revoked_at": None,
+}
+OVERVIEW_EXAMPLE: dict[str, Any] = {
+    "workload": ENDPOINT_EXAMPLE,
+    "url": "https://serve.gpu.example.com/endpoints/team-vision/57/",
+    "service": "wl-57.team-vision.svc:80",
+    "replicas": 2,
+    "target": 3,
+    "min_replicas": 1,
+    "max_replicas": 4,
+    "status": "2 of 2 replicas ready; 1 more replica(s) wait: Endpoints run only on "
+    "guaranteed quota: vision uses 2 of its 2 GPU guarantee on H100-80GB, and this needs 1 "
+    "more.",
+    "scale_waiting": "Endpoints run only on guaranteed quota: …",
+    "rollout": {"revision": 1, "state": "complete"},
+    "settings": ENDPOINT_EXAMPLE["params"]["endpoint"],
+    "cost_per_hour": "9.00",
+    "keys": [KEY_EXAMPLE],
+    "samples": [
+        {
+            "at": "2026-11-30T10:05:00Z",
+            "replicas": 2,
+            "target": 3,
+            "requests_per_second": 27.5,
+            "latency_p95_seconds": 0.21,
+            "gpu_utilisation": 71.0,
+            "decision": "27.5 requests/s for a target of 10 per replica: 2 → 3 replicas",
+        }
+    ],
+}
 
 
 def _actor(request: Request) -> User:
@@ -129,6 +196,7 @@ class EndpointView(APIView):
         "(never their values), replicas over time against requests/s, latency and GPU "
         "utilisation, and its cost per hour. Logs and events: the workload's own routes.",
         responses={200: EndpointOverviewSerializer, **error_responses(404)},
+        examples=[OpenApiExample("running", value=OVERVIEW_EXAMPLE, response_only=True)],
     )
     def get(self, request: Request, workload_id: int) -> Response:
         overview = endpoint_overview(_endpoint(request, workload_id))
@@ -148,6 +216,10 @@ class EndpointScaleView(APIView):
         "scales to zero where the endpoint may.",
         request=ScaleSerializer,
         responses={200: WorkloadSerializer, **error_responses(403, 404)},
+        examples=[
+            OpenApiExample("three replicas", value={"replicas": 3}, request_only=True),
+            OpenApiExample("asked", value=ENDPOINT_EXAMPLE, response_only=True),
+        ],
     )
     def post(self, request: Request, workload_id: int) -> Response:
         workload = _endpoint(request, workload_id)
@@ -168,6 +240,11 @@ class EndpointWakeView(APIView):
         summary="Wake an endpoint scaled to zero",
         request=None,
         responses={200: WorkloadSerializer, **error_responses(403, 404, 409)},
+        examples=[
+            OpenApiExample(
+                "queued", value={**ENDPOINT_EXAMPLE, "state": "queued"}, response_only=True
+            )
+        ],
     )
     def post(self, request: Request, workload_id: int) -> Response:
         workload = _endpoint(request, workload_id)
@@ -198,6 +275,14 @@ class EndpointRolloutView(APIView):
         "revision is put back by itself. Progress: GET …/endpoint/ (rollout).",
         request=RolloutSerializer,
         responses={200: WorkloadSerializer, **error_responses(403, 404, 409)},
+        examples=[
+            OpenApiExample(
+                "a new model",
+                value={"model_path": "/team/models/llama-3-8b-v2", "env": {"DTYPE": "bf16"}},
+                request_only=True,
+            ),
+            OpenApiExample("rolling out", value=ENDPOINT_EXAMPLE, response_only=True),
+        ],
     )
     def post(self, request: Request, workload_id: int) -> Response:
         workload = _endpoint(request, workload_id)
@@ -236,6 +321,7 @@ class EndpointKeysView(APIView):
         operation_id="endpoints_keys_list",
         summary="An endpoint's keys",
         responses={200: EndpointKeySerializer(many=True), **error_responses(404)},
+        examples=[OpenApiExample("one key", value=[KEY_EXAMPLE], response_only=True)],
     )
     def get(self, request: Request, workload_id: int) -> Response:
         overview = endpoint_overview(_endpoint(request, workload_id), history=0)
@@ -248,6 +334,15 @@ class EndpointKeysView(APIView):
         "again: only its hash is kept. Call the endpoint with `Authorization: Bearer <key>`.",
         request=KeyCreateSerializer,
         responses={201: EndpointKeySerializer, **error_responses(403, 404)},
+        examples=[
+            OpenApiExample("a key", value={"name": "support bot"}, request_only=True),
+            OpenApiExample(
+                "created (shown once)",
+                value={**KEY_EXAMPLE, "key": "gpe_1a2b3c4d_…"},
+                response_only=True,
+                status_codes=["201"],
+            ),
+        ],
     )
     def post(self, request: Request, workload_id: int) -> Response:
         workload = _endpoint(request, workload_id)
