@@ -336,8 +336,11 @@ SERVING_LATENCY_QUERY = env_str(
     "histogram_quantile(0.95, sum by (le) (rate(nginx_ingress_controller_request_duration_"
     'seconds_bucket{exported_namespace="$namespace",exported_service="$service"}[5m])))',
 )
+# A scrape without honor_labels renames the exporter's pod labels to exported_*: either counts.
 SERVING_GPU_QUERY = env_str(
-    "SERVING_GPU_QUERY", 'avg(DCGM_FI_DEV_GPU_UTIL{namespace="$namespace",pod=~"$service-.*"})'
+    "SERVING_GPU_QUERY",
+    'avg(DCGM_FI_DEV_GPU_UTIL{exported_namespace="$namespace",exported_pod=~"$service-.*"} or '
+    'DCGM_FI_DEV_GPU_UTIL{namespace="$namespace",pod=~"$service-.*",exported_pod=""})',
 )
 if ENDPOINT_HOST and not ENDPOINT_AUTH_URL:
     raise ImproperlyConfigured(
