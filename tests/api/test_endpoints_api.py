@@ -185,3 +185,14 @@ def test_the_portal_form_shows_the_same_field_messages(cast: Cast) -> None:
     assert "The port is a whole number from 1024 to 65535." in text
     assert "The minimum (3) is above the maximum (2) replicas." in text
     assert "The model must be on the team&#x27;s volumes" in text
+
+
+def test_clone_fills_in_the_endpoint_form(cast: Cast, api: Client) -> None:
+    pk = _endpoint(cast, api)
+    client = DjangoClient()
+    client.force_login(cast.lead)
+    page = client.get(f"/workloads/new/inference/?clone={pk}")
+    assert page.status_code == 200
+    form = page.context["form"]
+    assert form.initial["model_path"] == "/team/models/llama"
+    assert form.initial["max_replicas"] == 2

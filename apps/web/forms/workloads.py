@@ -647,6 +647,12 @@ def clone_initial(workload: Workload) -> dict[str, Any]:
         )
         if ranges:
             values["grid"] = ""
+    endpoint = params.get("endpoint")
+    if workload.kind == core.KIND_INFERENCE and isinstance(endpoint, dict):
+        values.pop("replicas", None)
+        for key in EndpointRequestForm.ENDPOINT_FIELDS:
+            if endpoint.get(key) not in (None, ""):
+                values[key] = endpoint[key]
     return {k: v for k, v in values.items() if v is not None}
 
 
@@ -768,24 +774,24 @@ class EndpointRequestForm(WorkloadRequestForm):
     def images(self) -> QuerySet[Image]:
         return Image.objects.filter(enabled=True, kind=Image.Kind.SERVING)
 
+    ENDPOINT_FIELDS: ClassVar[tuple[str, ...]] = (
+        "port",
+        "health_path",
+        "min_replicas",
+        "max_replicas",
+        "model_path",
+        "model_uri",
+        "model_secret",
+        "scale_metric",
+        "scale_target",
+        "idle_minutes",
+    )
+
     def submit_kwargs(self) -> dict[str, Any]:
         kwargs = super().submit_kwargs()
         data = self.cleaned_data
         kwargs["endpoint"] = {
-            key: data.get(key)
-            for key in (
-                "port",
-                "health_path",
-                "min_replicas",
-                "max_replicas",
-                "model_path",
-                "model_uri",
-                "model_secret",
-                "scale_metric",
-                "scale_target",
-                "idle_minutes",
-            )
-            if data.get(key) not in (None, "")
+            key: data.get(key) for key in self.ENDPOINT_FIELDS if data.get(key) not in (None, "")
         }
         return kwargs
 
