@@ -387,6 +387,7 @@ class ReconcileResult:
     created: int = 0
     deleted: int = 0
     orphans_deleted: int = 0
+    endpoints_checked: int = 0
     unreachable: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -576,14 +577,18 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
     if enabled_clusters().count() == 1:
         on_cluster = on_cluster | Workload.objects.units().filter(cluster__isnull=True)
     todo: list[tuple[int, str]] = []
-    for pk, state, refs in on_cluster.filter(state__in=LIVE_STATES).values_list(
-        "pk", "state", "k8s_objects"
+    for pk, state, refs, kind in on_cluster.filter(state__in=LIVE_STATES).values_list(
+        "pk", "state", "k8s_objects", "kind"
     ):
         present = bool(refs) and all(
             (r["kind"], r["namespace"], r["name"]) in existing for r in refs
         )
+        # An endpoint's objects change while it runs (replicas, revisions): applied again on
+        # every pass, so a lost reconcile task is made good (unchanged objects cost a read).
         if state == wl.ADMITTED or not present:
             todo.append((pk, "created"))
+        elif kind == wl.KIND_INFERENCE:
+            todo.append((pk, "endpoints_checked"))
     stale = on_cluster.filter(state__in=GONE_STATES).exclude(k8s_objects=[])
     todo.extend((pk, "deleted") for pk in stale.values_list("pk", flat=True))
     handled: set[str] = set()

@@ -132,7 +132,8 @@ def test_an_endpoint_deploys_scales_up_and_down_in_the_production_class(
     endpoint_scale(actor=lead, workload=endpoint, replicas=1)
     endpoint.refresh_from_db()
     assert endpoint.replicas == 1 and endpoint.total_milli == 1000
-    services.workload_reconcile(workload_id=endpoint.pk)
+    # The periodic pass applies a running endpoint's objects again (had the task been lost).
+    assert services.reconcile_pass(cluster=cluster).endpoints_checked == 1
     assert deployment_of(core_api, endpoint).spec.replicas == 1
     wait_for(lambda: ready_pods(core_api, endpoint) == 1, timeout=30)
     with pytest.raises(ValidationError) as too_many:
