@@ -36,6 +36,7 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, taskqueue.TELEMETRY_NODE_HEALTH),
         ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.SCHEDULING_CYCLE),
         ("endpoint scaling", settings.SERVING_AUTOSCALE_SECONDS, taskqueue.SERVING_AUTOSCALE),
+        ("endpoint samples purge", LOG_ARCHIVE_PURGE_SECONDS, taskqueue.SERVING_SAMPLES_PURGE),
     ]
     for name, seconds, task in schedule:
         sender.add_periodic_task(float(seconds), sender.signature(task.name), name=name)

@@ -65,6 +65,7 @@ TELEMETRY_INGEST: TaskRef[[]] = TaskRef("telemetry.ingest")
 TELEMETRY_NODE_HEALTH: TaskRef[[]] = TaskRef("telemetry.node_health")
 
 SERVING_AUTOSCALE: TaskRef[[]] = TaskRef("serving.autoscale")
+SERVING_SAMPLES_PURGE: TaskRef[[]] = TaskRef("serving.samples_purge")
 
 REGISTRY: tuple[TaskRef, ...] = (
     HEARTBEAT,
@@ -80,4 +81,5 @@ REGISTRY: tuple[TaskRef, ...] = (
     TELEMETRY_INGEST,
     TELEMETRY_NODE_HEALTH,
     SERVING_AUTOSCALE,
+    SERVING_SAMPLES_PURGE,
 )

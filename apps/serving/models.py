@@ -21,7 +21,10 @@ class EndpointSample(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
-        indexes = [models.Index(fields=["workload", "at"], name="endpoint_sample_idx")]
+        indexes = [
+            models.Index(fields=["workload", "at"], name="endpoint_sample_idx"),
+            models.Index(fields=["at"], name="endpoint_sample_at_idx"),  # the purge
+        ]
 
     def __str__(self) -> str:
         return f"#{self.workload_id} at {self.at:%H:%M:%S}: {self.replicas}/{self.target}"

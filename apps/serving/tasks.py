@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from apps.common import taskqueue
 from apps.serving import services
@@ -20,3 +22,9 @@ def autoscale() -> None:
     result = services.autoscale_pass()
     for problem in result.errors or []:
         log.warning("scaling loop: %s", problem)
+
+
+@shared_task(name=taskqueue.SERVING_SAMPLES_PURGE.name, ignore_result=True)
+def samples_purge() -> None:
+    before = timezone.now() - timedelta(days=settings.SERVING_SAMPLE_RETENTION_DAYS)
+    services.endpoint_samples_purge(before=before)

@@ -324,6 +324,7 @@ ENDPOINT_AUTH_URL = env_str(
 ENDPOINT_PROGRESS_DEADLINE_SECONDS = env_int("ENDPOINT_PROGRESS_DEADLINE_SECONDS", 600, minimum=5)
 SERVING_AUTOSCALE_SECONDS = env_int("SERVING_AUTOSCALE_SECONDS", 30, minimum=5)
 SERVING_SCALE_COOLDOWN_SECONDS = env_int("SERVING_SCALE_COOLDOWN_SECONDS", 300, minimum=0)
+SERVING_SAMPLE_RETENTION_DAYS = env_int("SERVING_SAMPLE_RETENTION_DAYS", 30, minimum=1)
 # What the scaling loop asks Prometheus per endpoint ($namespace, $service = wl-<id>): by
 # default ingress-nginx's request metrics and dcgm-exporter's utilisation per pod.
 SERVING_RPS_QUERY = env_str(

@@ -79,3 +79,16 @@ def test_an_idle_endpoint_is_scaled_to_zero_and_says_so(cast: Cast, settings: An
     w.refresh_from_db()
     assert w.state == core.SUSPENDED
     assert w.last_reason.startswith("Scaled to zero: Autoscaled: no requests for 5 min")
+
+
+def test_old_samples_are_purged(cast: Cast) -> None:
+    from apps.serving.services import endpoint_samples_purge
+
+    w = endpoint(cast)
+    now = timezone.now()
+    for days in (40, 1):
+        EndpointSample.objects.create(
+            workload=w, at=now - timedelta(days=days), replicas=1, target=1
+        )
+    assert endpoint_samples_purge(before=now - timedelta(days=30)) == 1
+    assert EndpointSample.objects.filter(workload=w).count() == 1
