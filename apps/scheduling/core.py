@@ -372,7 +372,8 @@ class _Cycle:
         if placement is not None:
             self._admit(w, placement, victims=[])
             return
-        if kind in (BLOCK_QUOTA, BLOCK_CAPACITY) and self._try_preemption(w, demand, kind):
+        preemptible_block = (BLOCK_QUOTA, BLOCK_CAPACITY, BLOCK_GUARANTEE)
+        if kind in preemptible_block and self._try_preemption(w, demand, kind):
             return
         position = self._waiting_count[c] + 1
         self._waiting_count[c] = position
@@ -479,9 +480,12 @@ class _Cycle:
             self._preempt_failed.add(memo)
             return False
 
+        # Production runs only on the guarantee: its own team's lower classes may make room.
+        ceiling = guaranteed if w.priority == PRODUCTION else limit
+
         def fits(victims: Sequence[RunningWorkload]) -> bool:
             own = sum(v.total_milli for v in victims if v.team == w.team)
-            if used - own + amount > limit:
+            if used - own + amount > ceiling:
                 return False
             mine = sum(v.total_milli for v in victims if v.owner == w.owner and v.team == w.team)
             if cap is not None and user_used - mine + amount > cap:
