@@ -39,6 +39,8 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("quota grants", settings.GOVERNANCE_BOUNDARY_SECONDS, taskqueue.QUOTA_GRANT_BOUNDARIES),
         ("reservations", settings.GOVERNANCE_BOUNDARY_SECONDS, taskqueue.RESERVATION_BOUNDARIES),
         ("notice sweep", settings.NOTIFY_SWEEP_SECONDS, taskqueue.NOTICE_SWEEP),
+        ("endpoint scaling", settings.SERVING_AUTOSCALE_SECONDS, taskqueue.SERVING_AUTOSCALE),
+        ("endpoint samples purge", LOG_ARCHIVE_PURGE_SECONDS, taskqueue.SERVING_SAMPLES_PURGE),
     ]
     for name, seconds, task in schedule:
         sender.add_periodic_task(float(seconds), sender.signature(task.name), name=name)

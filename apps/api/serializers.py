@@ -174,6 +174,50 @@ CONFIRM_PREEMPTION_HELP = (
 )
 
 
+class EndpointSettingsSerializer(serializers.Serializer):
+    """An inference endpoint's own settings (kind ``inference``). Checked by the request rules,
+    with the same field messages as the portal's and the CLI's."""
+
+    port = serializers.JSONField(
+        required=False, help_text="The server's port, 1024 to 65535 (default 8000)."
+    )
+    health_path = serializers.JSONField(
+        required=False, help_text="Readiness and liveness are probed here (default /health)."
+    )
+    min_replicas = serializers.JSONField(
+        required=False,
+        help_text=f"0 to {rules.MAX_ENDPOINT_REPLICAS} (default 1); 0 scales to zero when idle.",
+    )
+    max_replicas = serializers.JSONField(
+        required=False, help_text=f"1 to {rules.MAX_ENDPOINT_REPLICAS} (default 1)."
+    )
+    model_path = serializers.JSONField(
+        required=False,
+        help_text="The model on the team's volumes: /team/… or /datasets/<name>/… of a dataset "
+        "named in datasets (GPUPAAS_MODEL_PATH in the server's environment).",
+    )
+    model_uri = serializers.JSONField(
+        required=False,
+        help_text="Or the model in an object store: s3://, gs://, https:// or hf:// "
+        "(GPUPAAS_MODEL_URI).",
+    )
+    model_secret = serializers.JSONField(
+        required=False,
+        help_text="A team or personal secret with the store's keys (GPUPAAS_MODEL_<KEY>).",
+    )
+    scale_metric = serializers.JSONField(
+        required=False, help_text="rps (requests per second per replica) or gpu (percent)."
+    )
+    scale_target = serializers.JSONField(
+        required=False, help_text="The metric's target per replica (default 10 rps or 70 %)."
+    )
+    idle_minutes = serializers.JSONField(
+        required=False,
+        help_text=f"With min_replicas 0: scale to zero after {rules.IDLE_MINUTES[0]} to "
+        f"{rules.IDLE_MINUTES[1]} minutes without calls; the next call wakes it.",
+    )
+
+
 class WorkloadCreateSerializer(serializers.Serializer):
     """A request for GPUs. ``team`` may be left out by members of exactly one team.
 
@@ -287,6 +331,12 @@ class WorkloadCreateSerializer(serializers.Serializer):
         "same seed gives the same trials.",
     )
 
+    endpoint = EndpointSettingsSerializer(
+        required=False,
+        allow_null=True,
+        help_text="Inference endpoints: port, health path, replicas, model and scaling.",
+    )
+
     confirm_preemption = serializers.BooleanField(
         default=False,
         help_text=CONFIRM_PREEMPTION_HELP,
@@ -308,6 +358,9 @@ class WorkloadCreateSerializer(serializers.Serializer):
                 "args": tuple(data["args"]),
                 "secrets": tuple(rules.SecretRef.of(ref) for ref in data["secrets"]),
                 "datasets": tuple(data["datasets"]),
+                "endpoint": rules.EndpointRequest.of(data["endpoint"])
+                if data.get("kind") == "inference"
+                else None,
             }
         )
 

@@ -7,6 +7,7 @@ from apps.api.views import capacity as capacity_api
 from apps.api.views import catalog as catalog_api
 from apps.api.views import credentials as credentials_api
 from apps.api.views import datasets as datasets_api
+from apps.api.views import endpoints as endpoints_api
 from apps.api.views import governance as governance_api
 from apps.api.views import notifications as notifications_api
 from apps.api.views import quotas as quotas_api
@@ -81,6 +82,37 @@ urlpatterns = [
         "workloads/<int:workload_id>/events/",
         workloads_api.WorkloadEventsView.as_view(),
         name="workload-events",
+    ),
+    # inference endpoints
+    path(
+        "workloads/<int:workload_id>/endpoint/",
+        endpoints_api.EndpointView.as_view(),
+        name="endpoint",
+    ),
+    path(
+        "workloads/<int:workload_id>/scale/",
+        endpoints_api.EndpointScaleView.as_view(),
+        name="endpoint-scale",
+    ),
+    path(
+        "workloads/<int:workload_id>/wake/",
+        endpoints_api.EndpointWakeView.as_view(),
+        name="endpoint-wake",
+    ),
+    path(
+        "workloads/<int:workload_id>/rollout/",
+        endpoints_api.EndpointRolloutView.as_view(),
+        name="endpoint-rollout",
+    ),
+    path(
+        "workloads/<int:workload_id>/keys/",
+        endpoints_api.EndpointKeysView.as_view(),
+        name="endpoint-keys",
+    ),
+    path(
+        "workloads/<int:workload_id>/keys/<int:key_id>/",
+        endpoints_api.EndpointKeyDetailView.as_view(),
+        name="endpoint-key-detail",
     ),
     # teams and quotas
     path("teams/", accounts_api.TeamListView.as_view(), name="teams"),

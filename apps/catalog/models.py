@@ -101,6 +101,7 @@ class Image(models.Model):
         NOTEBOOK = "notebook", "Notebook"
         TRAINING = "training", "Training"
         ANY = "any", "Notebook or training"
+        SERVING = "serving", "Model serving (inference endpoints)"
 
     name = models.CharField(max_length=100, unique=True)
     reference = models.CharField(

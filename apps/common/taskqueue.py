@@ -70,6 +70,9 @@ RESERVATION_BOUNDARIES: TaskRef[[]] = TaskRef("reservations.boundaries")
 NOTICE_DELIVER: TaskRef[[int]] = TaskRef("notifications.deliver", ("delivery_id",))
 NOTICE_SWEEP: TaskRef[[]] = TaskRef("notifications.sweep")
 
+SERVING_AUTOSCALE: TaskRef[[]] = TaskRef("serving.autoscale")
+SERVING_SAMPLES_PURGE: TaskRef[[]] = TaskRef("serving.samples_purge")
+
 REGISTRY: tuple[TaskRef, ...] = (
     HEARTBEAT,
     SCHEDULING_CYCLE,
@@ -88,4 +91,6 @@ REGISTRY: tuple[TaskRef, ...] = (
     RESERVATION_BOUNDARIES,
     NOTICE_DELIVER,
     NOTICE_SWEEP,
+    SERVING_AUTOSCALE,
+    SERVING_SAMPLES_PURGE,
 )

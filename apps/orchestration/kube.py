@@ -142,6 +142,9 @@ IMMUTABLE_KINDS = frozenset({"Job", "PersistentVolumeClaim", "Secret"})
 # Kinds whose whole ``spec.hard`` we own: a limit we no longer set must disappear, which a
 # merge patch never does (it only adds and changes keys), so these are replaced whole.
 OWNED_LIMIT_KINDS = frozenset({"ResourceQuota"})
+# Kinds whose whole pod template we own: a rollback drops annotations and variables that a
+# merge patch would leave behind, so a changed one is replaced whole too.
+OWNED_TEMPLATE_KINDS = frozenset({"Deployment"})
 
 
 def has_stale_limits(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
@@ -222,7 +225,7 @@ class Kube:
                 "resourceVersion": current["metadata"]["resourceVersion"],
             }
             try:
-                if kind in OWNED_LIMIT_KINDS:
+                if kind in OWNED_LIMIT_KINDS or kind in OWNED_TEMPLATE_KINDS:
                     self._call(
                         lambda body=body: res.replace(  # type: ignore[misc]
                             body=body, name=name, namespace=namespace

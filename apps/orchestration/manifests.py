@@ -348,6 +348,29 @@ class DatasetMount:
 
 
 @dataclass(frozen=True)
+class EndpointShape:
+    """What an inference endpoint's objects state besides a workload's fields."""
+
+    port: int
+    health_path: str
+    model_path: str = ""
+    model_uri: str = ""
+    model_secret: str = ""  # the stored Kubernetes name of the object-store secret
+    model_secret_keys: tuple[str, ...] = ()
+    revision: int = 1
+    progress_deadline_seconds: int = 600
+    # A new replica counts as available (and lets an old one go) only after it has stayed
+    # ready this long: a server that crashes right after its first good probe is not rolled out.
+    min_ready_seconds: int = 10
+    # Served through the ingress on ``host`` under endpoint_path(), each call authorised by
+    # the portal (``auth_url``); no host: no Ingress, the Service only.
+    host: str = ""
+    auth_url: str = ""
+    tls_secret: str = ""
+    ingress_namespace: str = "ingress-nginx"
+
+
+@dataclass(frozen=True)
 class ReplicaPlacement:
     node: str
     gpu_uuids: tuple[str, ...] = ()
@@ -400,6 +423,7 @@ class WorkloadSpec:
     restart_count: int = 0
     team_claim: str = TEAM_CLAIM
     datasets: tuple[DatasetMount, ...] = ()
+    endpoint: EndpointShape | None = None
 
     @property
     def base_name(self) -> str:
@@ -992,12 +1016,190 @@ def credential_secret_manifest(
     }
 
 
+# --- inference endpoints ---------------------------------------------------------------------
+
+ANNOTATION_REVISION = "gpupaas.io/revision"
+ENDPOINT_SERVICE_PORT = 80
+# A model server may take minutes to load its weights: the startup probe gives it this long
+# (period × threshold) before liveness counts.
+STARTUP_PROBE_PERIOD = 10
+STARTUP_PROBE_FAILURES = 60
+
+
+def endpoint_path(namespace: str, workload_id: int) -> str:
+    """Where an endpoint is served on the endpoint host (the prefix is stripped on the way in)."""
+    return f"/endpoints/{namespace}/{workload_id}/"
+
+
+def endpoint_ingress_annotations(spec: WorkloadSpec) -> dict[str, str]:
+    """ingress-nginx asks the portal about every call (auth-url, with the endpoint's id):
+    2xx lets it through (a team member's session, or one of the endpoint's keys), anything
+    else refuses it. The endpoint's prefix is stripped before the call reaches the server."""
+    e = spec.endpoint
+    assert e is not None
+    annotations = {
+        "nginx.ingress.kubernetes.io/use-regex": "true",
+        "nginx.ingress.kubernetes.io/rewrite-target": "/$2",
+    }
+    if e.auth_url:
+        annotations[INGRESS_AUTH_URL] = f"{e.auth_url.rstrip('/')}/{spec.id}/"
+        annotations[INGRESS_AUTH_METHOD] = "GET"
+    return annotations
+
+
+def _endpoint_env(spec: WorkloadSpec, e: EndpointShape) -> list[dict[str, Any]]:
+    """Where the model is: a path on the team's volumes, or an object-store URI with the
+    secret's keys by reference (the values stay in the Secret)."""
+    env: list[dict[str, Any]] = [{"name": "GPUPAAS_PORT", "value": str(e.port)}]
+    if e.model_path:
+        env.append({"name": "GPUPAAS_MODEL_PATH", "value": e.model_path})
+    if e.model_uri:
+        env.append({"name": "GPUPAAS_MODEL_URI", "value": e.model_uri})
+        if e.model_secret:
+            env.extend(
+                {
+                    "name": "GPUPAAS_MODEL_" + _env_suffix(key),
+                    "valueFrom": {"secretKeyRef": {"name": e.model_secret, "key": key}},
+                }
+                for key in e.model_secret_keys
+            )
+    return env
+
+
+def endpoint_manifests(spec: WorkloadSpec) -> list[Manifest]:
+    """A Deployment (rolling updates that never take a ready replica away, probes on the health
+    path, the production class), a Service, a network policy that lets in only the ingress
+    controller on the server's port, and, with a host, the portal-authorised Ingress.
+
+    Replicas land on any node of the class (the scheduler accounts them per replica): pinning
+    them to the nodes it chose would change the pod template, and so roll out, on every scale.
+    """
+    e = spec.endpoint
+    if e is None:
+        raise ManifestError("An inference endpoint needs its port and health path.")
+    name = spec.base_name
+    labels = spec.labels
+    container = _container(spec, "server", spec.env)
+    container["env"].extend(_endpoint_env(spec, e))
+    container["ports"] = [{"name": "http", "containerPort": e.port, "protocol": "TCP"}]
+    probe = {"httpGet": {"path": e.health_path, "port": e.port}}
+    container["startupProbe"] = {
+        **probe,
+        "periodSeconds": STARTUP_PROBE_PERIOD,
+        "failureThreshold": STARTUP_PROBE_FAILURES,
+    }
+    container["readinessProbe"] = {**probe, "periodSeconds": 5, "failureThreshold": 3}
+    container["livenessProbe"] = {**probe, "periodSeconds": 10, "failureThreshold": 3}
+    volumes = _team_volume(spec, container)
+    pod = _pod_spec(spec, container, (), restart_policy="Always", volumes=volumes)
+    annotations = {**_pod_annotations(spec, ()), ANNOTATION_REVISION: str(e.revision)}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": {LABEL_WORKLOAD: str(spec.id)}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+            },
+            "progressDeadlineSeconds": e.progress_deadline_seconds,
+            "minReadySeconds": e.min_ready_seconds,
+            "revisionHistoryLimit": 5,
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": pod,
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "selector": {LABEL_WORKLOAD: str(spec.id)},
+            "ports": [
+                {
+                    "name": "http",
+                    "port": ENDPOINT_SERVICE_PORT,
+                    "targetPort": e.port,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+    allow = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{name}-ingress", "namespace": spec.namespace, "labels": labels},
+        "spec": {
+            "podSelector": {"matchLabels": {LABEL_WORKLOAD: str(spec.id)}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        {
+                            "namespaceSelector": {
+                                "matchLabels": {"kubernetes.io/metadata.name": e.ingress_namespace}
+                            }
+                        }
+                    ],
+                    "ports": [{"protocol": "TCP", "port": e.port}],
+                }
+            ],
+        },
+    }
+    manifests = [deployment, service, allow]
+    if e.host:
+        path = endpoint_path(spec.namespace, spec.id).rstrip("/")
+        ingress_spec: dict[str, Any] = {
+            "rules": [
+                {
+                    "host": e.host,
+                    "http": {
+                        "paths": [
+                            {
+                                "path": f"{path}(/|$)(.*)",
+                                "pathType": "ImplementationSpecific",
+                                "backend": {
+                                    "service": {
+                                        "name": name,
+                                        "port": {"number": ENDPOINT_SERVICE_PORT},
+                                    }
+                                },
+                            }
+                        ]
+                    },
+                }
+            ]
+        }
+        if e.tls_secret:
+            ingress_spec["tls"] = [{"hosts": [e.host], "secretName": e.tls_secret}]
+        manifests.append(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": {
+                    "name": name,
+                    "namespace": spec.namespace,
+                    "labels": labels,
+                    "annotations": endpoint_ingress_annotations(spec),
+                },
+                "spec": ingress_spec,
+            }
+        )
+    return manifests
+
+
 def workload_manifests(spec: WorkloadSpec) -> list[Manifest]:
     """The objects of a workload (without the notebook's Secret and home volume)."""
+    if spec.kind == wl.KIND_INFERENCE:
+        return endpoint_manifests(spec)
     if spec.kind == wl.KIND_NOTEBOOK:
         return notebook_manifests(spec)
     if spec.kind == wl.KIND_SWEEP:
         return sweep_manifests(spec)
     if spec.kind == wl.KIND_TRAINING:
         return training_manifests(spec)
-    raise ValueError(f"No manifests for workloads of kind {spec.kind!r} yet.")
+    raise ValueError(f"No manifests for workloads of kind {spec.kind!r}.")

@@ -100,13 +100,27 @@ def _lost(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def _of_replica_set(pod: Mapping[str, Any]) -> bool:
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("kind") == "ReplicaSet" for o in owners)
+
+
 def pod_runs(pods: Iterable[Mapping[str, Any]]) -> list[PodRun]:
-    """Pods as runs, by replica and then by age: a replica's retries in the order they ran."""
+    """Pods as runs, by replica and then by age: a replica's retries in the order they ran.
+
+    An endpoint's pods (a Deployment's) have no index of their own: each is a replica,
+    numbered by age (oldest 0), so that every one of them has its log."""
+    pods = list(pods)
+    served = sorted(
+        (p for p in pods if _of_replica_set(p)),
+        key=lambda p: (_created(p["metadata"]), str(p["metadata"]["name"])),
+    )
+    numbers = {str(p["metadata"]["name"]): i for i, p in enumerate(served)}
     runs = [
         PodRun(
             name=str(pod["metadata"]["name"]),
             uid=str(pod["metadata"].get("uid") or pod["metadata"]["name"]),
-            replica=archive.replica_of(pod),
+            replica=numbers.get(str(pod["metadata"]["name"]), archive.replica_of(pod)),
             container=str(pod["spec"]["containers"][0]["name"]),
             created=_created(pod["metadata"]),
             lost=_lost(pod),

@@ -148,9 +148,11 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         # The scheduler placed the request on a free instance of this profile: ask for it.
         limits = {f"nvidia.com/mig-{profiles.pop()}": "1"}
     params = workload.params or {}
+    # An endpoint's revision may carry its own (rolled out and back with it).
+    revision_annotations = (params.get("endpoint") or {}).get("pod_annotations") or {}
     annotations = {
         str(k): str(v)
-        for k, v in (params.get("pod_annotations") or {}).items()
+        for k, v in {**(params.get("pod_annotations") or {}), **revision_annotations}.items()
         if str(k).startswith(PASS_THROUGH_ANNOTATION_PREFIXES)
     }
     grid = {str(k): [str(x) for x in v] for k, v in (params.get("grid") or {}).items()}
@@ -192,6 +194,32 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         restart_count=restart_count(workload),
         team_claim=m.team_claim_name(),
         datasets=dataset_mounts(workload.datasets),
+        endpoint=endpoint_shape(workload),
+    )
+
+
+def endpoint_shape(workload: Workload) -> m.EndpointShape | None:
+    """An endpoint's recorded settings as its objects state them (None: not an endpoint, or
+    one recorded without them, which cannot be started)."""
+    recorded = (workload.params or {}).get("endpoint")
+    if workload.kind != wl.KIND_INFERENCE or not isinstance(recorded, Mapping):
+        return None
+    host = settings.ENDPOINT_HOST.split("://")[-1].rstrip("/")
+    return m.EndpointShape(
+        port=int(recorded.get("port") or 8000),
+        health_path=str(recorded.get("health_path") or "/health"),
+        model_path=str(recorded.get("model_path") or ""),
+        model_uri=str(recorded.get("model_uri") or ""),
+        model_secret=str(recorded.get("model_secret_k8s") or ""),
+        model_secret_keys=tuple(str(k) for k in recorded.get("model_secret_keys") or ()),
+        revision=int(recorded.get("revision") or 1),
+        progress_deadline_seconds=settings.ENDPOINT_PROGRESS_DEADLINE_SECONDS,
+        # The API server wants the deadline above it.
+        min_ready_seconds=min(10, settings.ENDPOINT_PROGRESS_DEADLINE_SECONDS // 2),
+        host=host,
+        auth_url=settings.ENDPOINT_AUTH_URL if host else "",
+        tls_secret=settings.NOTEBOOK_TLS_SECRET if host else "",
+        ingress_namespace=settings.NOTEBOOK_INGRESS_NAMESPACE,
     )
 
 

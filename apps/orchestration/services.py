@@ -51,7 +51,7 @@ from apps.orchestration.selectors import (
 )
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from apps.workloads.services import workload_transition
+from apps.workloads.services import endpoint_rollout_observed, workload_transition
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,7 @@ UNREACHABLE_REASON = "cluster unreachable, retrying"
 WORKLOAD_KINDS = (
     ("batch/v1", "Job"),
     ("apps/v1", "StatefulSet"),
+    ("apps/v1", "Deployment"),
     ("v1", "Service"),
     ("networking.k8s.io/v1", "Ingress"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
@@ -392,6 +393,7 @@ class ReconcileResult:
     created: int = 0
     deleted: int = 0
     orphans_deleted: int = 0
+    endpoints_checked: int = 0
     unreachable: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -605,14 +607,18 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
     if enabled_clusters().count() == 1:
         on_cluster = on_cluster | Workload.objects.units().filter(cluster__isnull=True)
     todo: list[tuple[int, str]] = []
-    for pk, state, refs in on_cluster.filter(state__in=LIVE_STATES).values_list(
-        "pk", "state", "k8s_objects"
+    for pk, state, refs, kind in on_cluster.filter(state__in=LIVE_STATES).values_list(
+        "pk", "state", "k8s_objects", "kind"
     ):
         present = bool(refs) and all(
             (r["kind"], r["namespace"], r["name"]) in existing for r in refs
         )
+        # An endpoint's objects change while it runs (replicas, revisions): applied again on
+        # every pass, so a lost reconcile task is made good (unchanged objects cost a read).
         if state == wl.ADMITTED or not present:
             todo.append((pk, "created"))
+        elif kind == wl.KIND_INFERENCE:
+            todo.append((pk, "endpoints_checked"))
     stale = on_cluster.filter(state__in=GONE_STATES).exclude(k8s_objects=[])
     todo.extend((pk, "deleted") for pk in stale.values_list("pk", flat=True))
     handled: set[str] = set()
@@ -666,6 +672,7 @@ class SyncResult:
     transitions: int = 0
     reasons: int = 0
     freed: int = 0
+    rollouts: int = 0
 
 
 def _group_by_workload(objects: Iterable[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -682,6 +689,10 @@ def observe(
 ) -> st.Observation:
     if workload.kind == wl.KIND_NOTEBOOK:
         return st.observe_notebook(pods=pods)
+    if workload.kind == wl.KIND_INFERENCE:
+        return st.observe_endpoint(
+            pods=pods, replicas=workload.replicas, running=workload.state == wl.RUNNING
+        )
     if workload.kind == wl.KIND_TRAINING and workload.replicas > 1:
         # Retries of a gang are whole restarts through the queue; the events remember them.
         used = workload.events.filter(
@@ -749,7 +760,60 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
                 last_reason=seen.reason
             )
             result.reasons += 1
+    result.rollouts = endpoint_rollouts_check(kube=kube, cluster=cluster, single=single)
     if result.freed:
         # Finished, failed or preempted workloads freed GPUs: let the waiting ones in now.
         taskqueue.SCHEDULING_CYCLE.send()
     return result
+
+
+def _parse_time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def endpoint_rollouts_check(*, kube: Kube, cluster: Cluster, single: bool) -> int:
+    """Endpoints rolling out a new revision: record the progress, mark it complete, or roll it
+    back when the Deployment says its new replicas missed the progress deadline. One list
+    call, and only while a rollout is in progress."""
+    rolling = Workload.objects.filter(
+        kind=wl.KIND_INFERENCE,
+        state__in=(wl.STARTING, wl.RUNNING),
+        params__endpoint__rollout__state="progressing",
+    )
+    rolling = rolling.filter(cluster=cluster) | (
+        rolling.filter(cluster__isnull=True) if single else rolling.none()
+    )
+    if not rolling.exists():
+        return 0
+    deployments = {
+        int(owner): d
+        for owner, d in (
+            ((d["metadata"].get("labels") or {}).get(m.LABEL_WORKLOAD, ""), d)
+            for d in kube.list_owned("apps/v1", "Deployment", label_selector=m.LABEL_WORKLOAD)
+        )
+        if owner.isdigit()
+    }
+    changed = 0
+    for workload in rolling:
+        endpoint = (workload.params or {}).get("endpoint") or {}
+        started = _parse_time((endpoint.get("rollout") or {}).get("started_at"))
+        seen = st.observe_rollout(
+            deployments.get(workload.pk),
+            revision=int(endpoint.get("revision") or 1),
+            revision_annotation=m.ANNOTATION_REVISION,
+            elapsed_seconds=(timezone.now() - started).total_seconds() if started else 0.0,
+            deadline_seconds=settings.ENDPOINT_PROGRESS_DEADLINE_SECONDS,
+        )
+        state = {st.ROLLOUT_FAILED: "failed"}.get(seen.state, seen.state)
+        if endpoint_rollout_observed(
+            workload=workload,
+            state=state,
+            message=seen.message,
+            updated=seen.updated,
+            ready=seen.ready,
+        ):
+            changed += 1
+    return changed

@@ -52,6 +52,8 @@ BLOCK_QUOTA = "quota"
 BLOCK_USER = "user"
 BLOCK_CAPACITY = "capacity"
 BLOCK_CLASS = "class"
+# Production (inference endpoints) runs only on the team's guarantee, never borrowed.
+BLOCK_GUARANTEE = "guarantee"
 PARALLELISM_REASON = (
     "Its sweep runs {running} trials at once (its parallelism cap); this trial starts when "
     "one of them ends."
@@ -356,6 +358,8 @@ class _Cycle:
         kind: str | None = None
         if not gpu_class.enabled:
             kind = BLOCK_CLASS
+        elif w.priority == PRODUCTION and used + amount > (quota.guaranteed_milli if quota else 0):
+            kind = BLOCK_GUARANTEE
         elif used + amount > limit:
             kind = BLOCK_QUOTA
         elif (cap := self._cap(quota, w.owner)) is not None and (
@@ -370,7 +374,8 @@ class _Cycle:
         if placement is not None:
             self._admit(w, placement, victims=[])
             return
-        if kind in (BLOCK_QUOTA, BLOCK_CAPACITY) and self._try_preemption(w, demand, kind):
+        preemptible_block = (BLOCK_QUOTA, BLOCK_CAPACITY, BLOCK_GUARANTEE)
+        if kind in preemptible_block and self._try_preemption(w, demand, kind):
             return
         position = self._waiting_count[c] + 1
         self._waiting_count[c] = position
@@ -477,9 +482,12 @@ class _Cycle:
             self._preempt_failed.add(memo)
             return False
 
+        # Production runs only on the guarantee: its own team's lower classes may make room.
+        ceiling = guaranteed if w.priority == PRODUCTION else limit
+
         def fits(victims: Sequence[RunningWorkload]) -> bool:
             own = sum(v.total_milli for v in victims if v.team == w.team)
-            if used - own + amount > limit:
+            if used - own + amount > ceiling:
                 return False
             mine = sum(v.total_milli for v in victims if v.owner == w.owner and v.team == w.team)
             if cap is not None and user_used - mine + amount > cap:

@@ -112,6 +112,15 @@ def waiting_details(
         suggestions: tuple[Suggestion, ...] = ()
         if b.kind == "class":
             reason = f"{c} is not offered at the moment; it waits until an admin enables it."
+        elif b.kind == "guarantee":
+            guaranteed = quota.guaranteed_milli if quota else 0
+            used = usage.get((w.team, c), 0)
+            reason = (
+                f"Endpoints run only on guaranteed quota: {w.team} uses {format_milli(used)} "
+                f"of its {format_milli(guaranteed)} GPU guarantee on {c}, and this needs "
+                f"{format_milli(amount)} more; it starts when the team's running endpoints "
+                "there leave room, or an admin raises the guarantee."
+            )
         elif b.kind == "quota":
             limit = quota.limit_milli if quota else 0
             used = usage.get((w.team, c), 0)

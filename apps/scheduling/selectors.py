@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -151,6 +152,54 @@ def _waiting(w: Workload) -> WaitingWorkload:
     )
 
 
+# An endpoint's replicas beyond those it holds wait in the queue as one-replica requests of
+# their own, under ids no stored workload has: -(endpoint id × SCALE_UP_STRIDE + k + 1).
+SCALE_UP_STRIDE = 100
+
+
+def scale_up_id(endpoint_id: int, k: int) -> int:
+    return -(endpoint_id * SCALE_UP_STRIDE + k + 1)
+
+
+def scale_up_endpoint(waiting_id: int) -> int | None:
+    """The endpoint a scale-up's id stands for (None: a stored workload's id, or a preview)."""
+    if waiting_id > -SCALE_UP_STRIDE:
+        return None
+    return (-waiting_id - 1) // SCALE_UP_STRIDE
+
+
+def endpoint_target(params: Any) -> int:
+    """The replicas an endpoint is asked to run (by its owner or its scaling loop)."""
+    endpoint = params.get("endpoint") if isinstance(params, dict) else None
+    value = endpoint.get("target_replicas") if isinstance(endpoint, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return 0
+
+
+def _scale_ups(endpoints: Any) -> list[WaitingWorkload]:
+    """One waiting request per replica a running endpoint is asked for and does not hold."""
+    out: list[WaitingWorkload] = []
+    for w in endpoints:
+        missing = min(endpoint_target(w.params) - w.replicas, SCALE_UP_STRIDE - 1)
+        asked = (w.params.get("endpoint") or {}).get("scale_requested_at")
+        since = w.admitted_at or w.created_at
+        if isinstance(asked, str):
+            with suppress(ValueError):
+                since = datetime.fromisoformat(asked)
+        out.extend(
+            replace(
+                _waiting(w),
+                id=scale_up_id(w.pk, k),
+                replicas=1,
+                submitted_at=since,
+                name=f"{w.name} (replica {w.replicas + k + 1})",
+            )
+            for k in range(max(0, missing))
+        )
+    return out
+
+
 def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str], float]:
     """Decayed average allocation per (team, class) over the recent past."""
     since = now - timedelta(seconds=half_life_seconds * HISTORY_HALF_LIVES)
@@ -204,6 +253,13 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
         .select_related(*related)
         .order_by("id")
     ]
+    waiting.extend(
+        _scale_ups(
+            units.filter(kind=workload_core.KIND_INFERENCE, state__in=workload_core.ACTIVE_STATES)
+            .select_related(*related)
+            .order_by("id")
+        )
+    )
     preempted = [
         PreemptedWorkload(
             id=pk, preempted_at=at or now, requeue=requeue, priority=priority, sweep=sweep

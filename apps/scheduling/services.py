@@ -30,7 +30,7 @@ from apps.scheduling.data import (
 from apps.scheduling.verdict import Verdict
 from apps.workloads import core as workload_core
 from apps.workloads import rules, sizing
-from apps.workloads.models import Workload
+from apps.workloads.models import Workload, WorkloadEvent
 from apps.workloads.selectors import (
     QuotaUsage,
     preemption_grace_seconds,
@@ -53,6 +53,8 @@ class CycleRun:
     rejected: tuple[int, ...]
     waiting: int
     result: CycleResult
+    # Endpoints that got another replica this cycle.
+    scaled: tuple[int, ...] = ()
 
 
 def scheduling_policy() -> Policy:
@@ -96,7 +98,9 @@ def scheduling_cycle_run(*, now: datetime | None = None) -> CycleRun:
         uuids = {(n.cluster, n.name): n.gpu_uuids for n in snapshot.nodes}
         run = _persist(result, now=now, uuids=uuids)
         decisions = handoff.Decisions(
-            admitted_ids=run.admitted, preempted_ids=run.preempted, requeued_ids=run.requeued
+            admitted_ids=run.admitted + run.scaled,
+            preempted_ids=run.preempted,
+            requeued_ids=run.requeued,
         )
         transaction.on_commit(lambda: handoff.decisions_hand_off(decisions))
     return run
@@ -210,6 +214,8 @@ def _persist(
     if changed:
         Workload.objects.bulk_update(changed, WAITING_FIELDS, batch_size=500)
 
+    scaled = _persist_scale_ups(result, uuids=uuids)
+
     for workload_id, borrowed in result.borrowed_changes:
         Workload.objects.filter(pk=workload_id, state__in=workload_core.ACTIVE_STATES).update(
             borrowed=borrowed
@@ -230,7 +236,60 @@ def _persist(
         rejected=tuple(rejected),
         waiting=len(result.waiting),
         result=result,
+        scaled=tuple(scaled),
     )
+
+
+def _persist_scale_ups(
+    result: CycleResult, *, uuids: dict[tuple[str, str], tuple[str, ...]]
+) -> list[int]:
+    """An endpoint's admitted scale-up is one more replica of it (on the cluster it runs on);
+    one that waits leaves its reason on the endpoint. Returns the endpoints that grew."""
+    admitted: dict[int, list[Any]] = {}
+    for a in result.admissions:
+        endpoint_id = selectors.scale_up_endpoint(a.workload_id)
+        if endpoint_id is not None:
+            admitted.setdefault(endpoint_id, []).append(a)
+    waiting: dict[int, str] = {}
+    for info in result.waiting:
+        endpoint_id = selectors.scale_up_endpoint(info.workload_id)
+        if endpoint_id is not None:
+            waiting.setdefault(endpoint_id, info.reason[:500])
+    scaled = []
+    for endpoint_id in sorted(admitted.keys() | waiting.keys()):
+        # The endpoint's row lock: its owner scaling it down meanwhile cannot be undone here.
+        w = Workload.objects.select_for_update().filter(pk=endpoint_id).first()
+        if w is None or w.state not in workload_core.ACTIVE_STATES:
+            continue
+        params = dict(w.params or {})
+        endpoint = dict(params.get("endpoint") or {})
+        placement = dict(w.placement or {})
+        replicas = list(placement.get("replicas") or [])
+        grown = 0
+        for a in admitted.get(endpoint_id, []):
+            if w.replicas + grown >= selectors.endpoint_target(params):
+                break
+            if placement.get("cluster") not in (None, a.placement.cluster):
+                continue  # another cluster: its replicas all run where it runs
+            replicas.extend(selectors.placement_to_json(a.placement, gpu_uuids=uuids)["replicas"])
+            grown += 1
+        endpoint["scale_waiting"] = waiting.get(endpoint_id, "")
+        params["endpoint"] = endpoint
+        changes: dict[str, Any] = {"params": params}
+        if grown:
+            placement["replicas"] = replicas
+            changes.update(replicas=w.replicas + grown, placement=placement)
+        Workload.objects.filter(pk=w.pk).update(**changes)
+        if grown:
+            WorkloadEvent.objects.create(
+                workload=w,
+                from_state=w.state,
+                to_state=w.state,
+                reason=f"Scaled up to {w.replicas + grown} replicas (admitted on the team's "
+                "guarantee).",
+            )
+            scaled.append(w.pk)
+    return scaled
 
 
 # --- the preemption dry run ------------------------------------------------------------------

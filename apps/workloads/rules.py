@@ -65,11 +65,12 @@ from apps.quotas.core import format_milli
 from apps.workloads import core
 
 MILLI = 1000
-SUBMITTABLE_KINDS = (core.KIND_NOTEBOOK, core.KIND_TRAINING, core.KIND_SWEEP)
+SUBMITTABLE_KINDS = (core.KIND_NOTEBOOK, core.KIND_TRAINING, core.KIND_SWEEP, core.KIND_INFERENCE)
 KIND_LABELS = {
     core.KIND_NOTEBOOK: "notebook",
     core.KIND_TRAINING: "training job",
     core.KIND_SWEEP: "sweep",
+    core.KIND_INFERENCE: "inference endpoint",
 }
 MAX_NAME_LENGTH = 100
 # Unicode categories a name may not hold: format characters (bidirectional overrides and
@@ -107,6 +108,29 @@ RETRIES_OUT_OF_RANGE = f"Retries must be a whole number from {RETRIES[0]} to {RE
 
 IMAGE_NOTEBOOK = "notebook"  # catalog.Image.Kind values
 IMAGE_TRAINING = "training"
+IMAGE_SERVING = "serving"
+
+# Inference endpoints.
+DEFAULT_ENDPOINT_PORT = 8000
+DEFAULT_HEALTH_PATH = "/health"
+ENDPOINT_PORTS = (1024, 65535)
+MAX_ENDPOINT_REPLICAS = 16
+MAX_HEALTH_PATH_LENGTH = 200
+HEALTH_PATH_RE = re.compile(r"/[A-Za-z0-9/_.~%-]*")
+SCALE_RPS = "rps"  # requests per second per replica
+SCALE_GPU = "gpu"  # GPU utilisation in percent
+SCALE_METRICS = (SCALE_RPS, SCALE_GPU)
+DEFAULT_SCALE_TARGETS = {SCALE_RPS: 10.0, SCALE_GPU: 70.0}
+SCALE_TARGET_BOUNDS = {SCALE_RPS: (0.01, 100_000.0), SCALE_GPU: (1.0, 100.0)}
+IDLE_MINUTES = (5, 24 * 60)
+MODEL_URI_SCHEMES = ("s3", "gs", "https", "hf")
+MAX_MODEL_REF_LENGTH = 1024
+TEAM_VOLUME_MOUNT = "/team"  # where the team's volume and datasets are mounted (manifests)
+DATASETS_MOUNT = "/datasets"
+ENDPOINT_PRIORITY_MEMBERS = (
+    "An inference endpoint runs in the production class, which team leads and platform "
+    "admins may use; ask a lead of the team to deploy it."
+)
 
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SWEEP_ENV_PREFIX = "SWEEP_"
@@ -281,6 +305,43 @@ class QuotaFacts(Protocol):
 
 
 @dataclass(frozen=True)
+class EndpointRequest:
+    """What an inference endpoint asks for besides a workload's fields (values unchecked)."""
+
+    port: Any = DEFAULT_ENDPOINT_PORT
+    health_path: Any = DEFAULT_HEALTH_PATH
+    min_replicas: Any = 1
+    max_replicas: Any = 1
+    model_path: Any = ""  # a path on the team volume or a dataset the request names
+    model_uri: Any = ""  # or an object-store URI
+    model_secret: Any = ""  # a team or personal secret with the store's keys
+    scale_metric: Any = SCALE_RPS
+    scale_target: Any = None  # requests/s per replica, or GPU utilisation in percent
+    idle_minutes: Any = None  # scale to zero after this long without requests
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any]) -> EndpointRequest:
+        """From a door's mapping (unknown keys are dropped; absent ones take defaults)."""
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in value.items() if k in names and v is not None})
+
+    def recorded(self) -> dict[str, Any]:
+        """As the workload records it (for an accepted request)."""
+        return {
+            "port": self.port,
+            "health_path": self.health_path,
+            "min_replicas": self.min_replicas,
+            "max_replicas": self.max_replicas,
+            "model_path": self.model_path,
+            "model_uri": self.model_uri,
+            "model_secret": self.model_secret,
+            "scale_metric": self.scale_metric,
+            "scale_target": scale_target_of(self),
+            "idle_minutes": self.idle_minutes,
+        }
+
+
+@dataclass(frozen=True)
 class WorkloadRequest:
     """A request as a door parsed it. Values are checked here, not trusted: a door passes on
     whatever it could parse (an int that is negative, a name with a newline, …)."""
@@ -307,6 +368,8 @@ class WorkloadRequest:
     ranges: Mapping[str, Sequence[Any]] | None = None
     samples: int | None = None
     seed: int | None = None
+    # Inference endpoints: port, health path, replicas, model source and scaling.
+    endpoint: EndpointRequest | None = None
 
     @property
     def sampled(self) -> bool:
@@ -354,6 +417,8 @@ class Charge:
     # As asked, else the team policy's cap and default for the kind.
     max_runtime_seconds: int | None = None
     idle_timeout_seconds: int | None = None
+    # Endpoints: their settings as recorded (the model secret resolved to its stored name).
+    endpoint: dict[str, Any] | None = None
 
     @property
     def total_milli(self) -> int:
@@ -402,6 +467,15 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
     if "env" not in errors:
         _put(errors, "secrets", secrets_problem(request, context))
     _put(errors, "datasets", datasets_problem(request, context))
+    if kind == core.KIND_INFERENCE:
+        if request.replicas is not None:
+            _put(
+                errors,
+                "replicas",
+                "An endpoint's replicas are min_replicas and max_replicas; leave replicas out.",
+            )
+        for key, message in endpoint_problems(request, context).items():
+            _put(errors, key, message)
     for key, message in command_problems(kind, request.command, request.args).items():
         _put(errors, key, message)
     for key, message in limit_problems(request).items():
@@ -420,8 +494,12 @@ def request_problems(request: WorkloadRequest, context: Context) -> dict[str, st
         # A request no scheduling cycle could ever admit is refused now, not queued forever.
         # A sweep's trials are units of their own: what must fit is the trials run at once.
         at_once = parallelism_of(request) or replicas
+        if kind == core.KIND_INFERENCE and "min_replicas" not in errors:
+            at_once = max(1, endpoint_of(request).min_replicas)
         gang = kind == core.KIND_TRAINING and replicas > 1
         problems = capacity_problems(request.gpu_milli, at_once, context, gang=gang)
+        if kind == core.KIND_INFERENCE and not problems:
+            _put(errors, "min_replicas", guarantee_problem(request.gpu_milli, at_once, context))
         for key, message in problems.items():
             if (
                 kind == core.KIND_SWEEP
@@ -573,7 +651,24 @@ def charge_of(
         idle_timeout_seconds=policy_core.idle_timeout_default(
             context.policy if context else None, request.kind, request.idle_timeout_seconds
         ),
+        endpoint=recorded_endpoint(request, context),
     )
+
+
+def recorded_endpoint(request: WorkloadRequest, context: Context | None) -> dict[str, Any] | None:
+    """An accepted endpoint's settings as the workload records them."""
+    if request.kind != core.KIND_INFERENCE:
+        return None
+    e = endpoint_of(request)
+    recorded = e.recorded()
+    recorded["model_secret_k8s"] = ""
+    recorded["model_secret_keys"] = []
+    if e.model_secret and context is not None:
+        secret = secret_of(SecretRef(name=e.model_secret), context)
+        if secret is not None:
+            recorded["model_secret_k8s"] = secret.k8s_name
+            recorded["model_secret_keys"] = list(secret.keys)
+    return recorded
 
 
 def replicas_of(request: WorkloadRequest) -> int | None:
@@ -655,7 +750,10 @@ def amount_problems(kind: str, gpu_milli: Any, replicas: Any) -> dict[str, str]:
     elif kind == core.KIND_TRAINING and replicas > MAX_NODES:
         errors["replicas"] = f"A training job runs on at most {MAX_NODES} nodes (replicas)."
     elif (
-        kind != core.KIND_SWEEP and replicas > 1 and "gpu_milli" not in errors and gpu_milli < MILLI
+        kind not in (core.KIND_SWEEP, core.KIND_INFERENCE)
+        and replicas > 1
+        and "gpu_milli" not in errors
+        and gpu_milli < MILLI
     ):
         errors["replicas"] = "Fractions of a GPU are for a single replica only."
     return errors
@@ -765,6 +863,15 @@ def _in_range(value: Any, bounds: tuple[int, int]) -> bool:
 
 def limit_problems(request: WorkloadRequest) -> dict[str, str]:
     errors: dict[str, str] = {}
+    if request.kind == core.KIND_INFERENCE:
+        if request.max_runtime_seconds is not None:
+            errors["max_runtime_seconds"] = (
+                "An endpoint runs until it is stopped; no maximum runtime."
+            )
+        if request.idle_timeout_seconds is not None:
+            errors["idle_timeout_seconds"] = (
+                "An endpoint scales to zero after idle_minutes instead (with min_replicas 0)."
+            )
     if request.max_runtime_seconds is not None and not _in_range(
         request.max_runtime_seconds, RUNTIME_SECONDS
     ):
@@ -783,6 +890,12 @@ def priority_problem(request: WorkloadRequest, *, leads: bool) -> str | None:
     if priority not in core.PRIORITY_ORDER:
         return f"Unknown priority class “{priority}”; use one of: {', '.join(core.PRIORITY_ORDER)}."
     if request.kind not in SUBMITTABLE_KINDS:
+        return None
+    if request.kind == core.KIND_INFERENCE:
+        if not leads:
+            return ENDPOINT_PRIORITY_MEMBERS
+        if priority != core.PRIORITY_PRODUCTION:
+            return "An inference endpoint runs in the production class (never preempted)."
         return None
     allowed = core.allowed_priorities(request.kind, is_lead=leads, is_admin=False)
     if priority not in allowed:
@@ -804,6 +917,13 @@ def catalog_problems(kind: str, context: Context) -> dict[str, str]:
         errors["image"] = f"{image.name} is a training image; pick a notebook image."
     elif kind in (core.KIND_TRAINING, core.KIND_SWEEP) and image.kind == IMAGE_NOTEBOOK:
         errors["image"] = f"{image.name} is a notebook image; pick a training image."
+    elif kind == core.KIND_INFERENCE and image.kind != IMAGE_SERVING:
+        errors["image"] = (
+            f"{image.name} is not a serving image; pick one of the catalog's serving images "
+            "(vLLM, Triton, TGI, …)."
+        )
+    elif kind != core.KIND_INFERENCE and image.kind == IMAGE_SERVING:
+        errors["image"] = f"{image.name} is a serving image: it is for inference endpoints."
     return errors
 
 
@@ -1094,3 +1214,159 @@ def resolved_datasets(names: Sequence[str], context: Context) -> list[dict[str, 
             }
         )
     return result
+
+
+# --- inference endpoints --------------------------------------------------------------------------
+
+
+def endpoint_of(request: WorkloadRequest) -> EndpointRequest:
+    return request.endpoint if request.endpoint is not None else EndpointRequest()
+
+
+def scale_target_of(endpoint: EndpointRequest) -> Any:
+    """The scaling target as asked, else the metric's default."""
+    if endpoint.scale_target is not None:
+        return endpoint.scale_target
+    return DEFAULT_SCALE_TARGETS.get(endpoint.scale_metric, DEFAULT_SCALE_TARGETS[SCALE_RPS])
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def model_path_problem(path: Any, datasets: Sequence[str], context: Context) -> str | None:
+    """A model path must lie on the team's volume (/team/…) or on a claim dataset the request
+    names (/datasets/<name>/…); nothing else of the pod's filesystem, and no way out of them."""
+    if not isinstance(path, str) or not path.strip():
+        return "Give the model's path (on /team or a dataset) or its object-store URI."
+    if len(path) > MAX_MODEL_REF_LENGTH or any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return f"The model path must be one line of at most {MAX_MODEL_REF_LENGTH} characters."
+    parts = path.split("/")
+    if not path.startswith("/") or any(p in (".", "..") for p in parts):
+        return "The model path must be absolute (/team/… or /datasets/<name>/…) without . or .."
+    if parts[1] == TEAM_VOLUME_MOUNT.strip("/") and len(parts) > 2 and parts[2]:
+        return None
+    if parts[1] == DATASETS_MOUNT.strip("/") and len(parts) > 2 and parts[2]:
+        name = parts[2]
+        dataset = dataset_of(name, context)
+        if dataset is None or name not in datasets:
+            return (
+                f"/datasets/{name[:100]} is not a dataset this endpoint mounts: name the team's "
+                "dataset in datasets first."
+            )
+        if not dataset.claim:
+            return (
+                f"The dataset {name} is in an object store, not on a volume: give its URI as "
+                "the model URI instead."
+            )
+        return None
+    return (
+        "The model must be on the team's volumes: a path under /team/ or /datasets/<name>/ "
+        f"of a dataset of {context.team}, not {path[:100]}."
+    )
+
+
+def model_uri_problem(uri: Any) -> str | None:
+    if not isinstance(uri, str) or len(uri) > MAX_MODEL_REF_LENGTH:
+        return f"The model URI is text of at most {MAX_MODEL_REF_LENGTH} characters."
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme.lower() not in MODEL_URI_SCHEMES or not rest.strip("/"):
+        return (
+            f"“{uri[:100]}” is not a model URI: use "
+            f"{', '.join(s + '://' for s in MODEL_URI_SCHEMES)} followed by the bucket or "
+            "repository."
+        )
+    if any(ord(c) <= 32 or ord(c) == 127 for c in uri):
+        return "The model URI may not contain spaces or control characters."
+    return None
+
+
+def endpoint_problems(request: WorkloadRequest, context: Context) -> dict[str, str]:
+    """Field → message for an endpoint's own fields."""
+    errors: dict[str, str] = {}
+    e = endpoint_of(request)
+    low, high = ENDPOINT_PORTS
+    if not _whole_number(e.port) or not low <= e.port <= high:
+        errors["port"] = f"The port is a whole number from {low} to {high}."
+    path = e.health_path
+    if (
+        not isinstance(path, str)
+        or len(path) > MAX_HEALTH_PATH_LENGTH
+        or not HEALTH_PATH_RE.fullmatch(path)
+    ):
+        errors["health_path"] = (
+            "The health path starts with / and has letters, digits and / _ . ~ % - only "
+            f"(at most {MAX_HEALTH_PATH_LENGTH} characters), e.g. /health."
+        )
+    if not _whole_number(e.min_replicas) or not 0 <= e.min_replicas <= MAX_ENDPOINT_REPLICAS:
+        errors["min_replicas"] = f"The minimum is a whole number from 0 to {MAX_ENDPOINT_REPLICAS}."
+    if not _whole_number(e.max_replicas) or not 1 <= e.max_replicas <= MAX_ENDPOINT_REPLICAS:
+        errors["max_replicas"] = f"The maximum is a whole number from 1 to {MAX_ENDPOINT_REPLICAS}."
+    if not errors.keys() & {"min_replicas", "max_replicas"} and e.min_replicas > e.max_replicas:
+        errors["min_replicas"] = (
+            f"The minimum ({e.min_replicas}) is above the maximum ({e.max_replicas}) replicas."
+        )
+    has_path = bool(e.model_path)
+    has_uri = bool(e.model_uri)
+    if has_path and has_uri:
+        errors["model_uri"] = "Give the model's path or its URI, not both."
+    elif has_uri:
+        _put(errors, "model_uri", model_uri_problem(e.model_uri))
+    else:
+        names = request.datasets if isinstance(request.datasets, Sequence) else ()
+        _put(errors, "model_path", model_path_problem(e.model_path, list(names), context))
+    if e.model_secret:
+        if not has_uri:
+            errors["model_secret"] = "A model secret is for an object-store URI's keys."  # noqa: S105
+        else:
+            _put(
+                errors,
+                "model_secret",
+                _secret_ref_problem(SecretRef(name=e.model_secret), context),
+            )
+    metric = e.scale_metric
+    if metric not in SCALE_METRICS:
+        errors["scale_metric"] = (
+            f"Scale on {SCALE_RPS} (requests per second per replica) or {SCALE_GPU} (GPU "
+            "utilisation in percent)."
+        )
+    else:
+        target = scale_target_of(e)
+        bounds = SCALE_TARGET_BOUNDS[metric]
+        if not _number(target) or not bounds[0] <= target <= bounds[1]:
+            unit = "requests per second per replica" if metric == SCALE_RPS else "percent"
+            errors["scale_target"] = (
+                f"The scaling target is a number from {bounds[0]:g} to {bounds[1]:g} ({unit})."
+            )
+    idle = e.idle_minutes
+    if idle is not None and (
+        not _whole_number(idle) or not IDLE_MINUTES[0] <= idle <= IDLE_MINUTES[1]
+    ):
+        errors["idle_minutes"] = (
+            f"Scale to zero after {IDLE_MINUTES[0]} to {IDLE_MINUTES[1]} minutes without requests."
+        )
+    elif "min_replicas" not in errors:
+        if idle is not None and e.min_replicas != 0:
+            errors["idle_minutes"] = "Scaling to zero when idle needs min_replicas 0."
+        elif idle is None and e.min_replicas == 0:
+            errors["min_replicas"] = (
+                "min_replicas 0 scales to zero when idle: say after how many idle_minutes."
+            )
+    return errors
+
+
+def guarantee_problem(gpu_milli: int, replicas: int, context: Context) -> str | None:
+    """Endpoints run only on the team's guaranteed quota (never borrowed): its minimum
+    replicas must fit the guarantee."""
+    quota = context.quota
+    guaranteed = getattr(quota, "guaranteed_milli", None)
+    if guaranteed is None:
+        return None
+    total = charged_milli_of(gpu_milli, context.gpu_class) * replicas
+    if total > guaranteed:
+        return (
+            f"Endpoints run only on guaranteed quota: {replicas} replica(s) are charged "
+            f"{format_milli(total)} GPU of {context.gpu_class.name}, above {context.team}'s "
+            f"guarantee of {format_milli(guaranteed)} GPU."
+        )
+    return None

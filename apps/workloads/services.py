@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from secrets import randbelow
 from typing import Any
 
@@ -13,6 +14,11 @@ from apps.accounts.selectors import team_role
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
 from apps.common import taskqueue
+from apps.credentials import core as credential_core
+from apps.credentials import services as credential_services
+from apps.credentials.models import EndpointKey
+from apps.credentials.selectors import endpoint_key_matches
+from apps.credentials.services import CreatedKey
 from apps.notifications.core import NoticeEvent
 from apps.notifications.services import notify
 from apps.workloads import core, rules
@@ -61,6 +67,7 @@ def workload_submit(
     ranges: dict[str, list[Any]] | None = None,
     samples: int | None = None,
     seed: int | None = None,
+    endpoint: dict[str, Any] | None = None,
     source_ip: str | None = None,
     before_create: Callable[[rules.WorkloadRequest, rules.Charge], None] | None = None,
 ) -> Workload:
@@ -109,6 +116,7 @@ def workload_submit(
         ranges=ranges,
         samples=samples,
         seed=seed,
+        endpoint=_endpoint_request(kind, endpoint, params),
     )
     charge = workload_request_check(
         actor=actor, team=team, gpu_class=gpu_class, image=image, request=request
@@ -121,6 +129,14 @@ def workload_submit(
         params["parallelism"] = charge.parallelism
     if request.sampled:
         params.update({"ranges": ranges, "samples": samples, "seed": seed})
+    if charge.endpoint is not None:
+        # The first replica is admitted like any request; the rest up to the minimum follow
+        # it as scale-ups (each admitted in turn, waiting with a reason when it cannot).
+        params["endpoint"] = {
+            **charge.endpoint,
+            "target_replicas": max(1, int(charge.endpoint["min_replicas"])),
+            "revision": 1,
+        }
     with transaction.atomic():
         workload = Workload.objects.create(
             name=name,
@@ -163,6 +179,16 @@ def workload_submit(
             _trials_create(sweep=workload, points=core.sweep_points_of(params))
         taskqueue.SCHEDULING_CYCLE.on_commit()  # admit it now if it fits
     return workload
+
+
+def _endpoint_request(
+    kind: str, endpoint: dict[str, Any] | None, params: dict[str, Any]
+) -> rules.EndpointRequest | None:
+    """An endpoint's fields as a door passed them, or as a recorded one (a clone) keeps them."""
+    if kind != core.KIND_INFERENCE:
+        return None
+    values = endpoint if endpoint is not None else params.get("endpoint")
+    return rules.EndpointRequest.of(values if isinstance(values, dict) else {})
 
 
 def dataset_names(datasets: Any) -> Any:
@@ -481,7 +507,7 @@ def workload_clone(
     a sweep's replicas are derived from its grid again (rows recorded before that rule may
     hold one replica for many points)."""
     values = {f: getattr(workload, f) for f in CLONED_FIELDS}
-    if workload.kind == core.KIND_SWEEP:
+    if workload.kind in (core.KIND_SWEEP, core.KIND_INFERENCE):
         values["replicas"] = None
     return workload_submit(
         actor=actor,
@@ -564,3 +590,364 @@ def workload_delete(*, actor: User, workload: Workload, source_ip: str | None = 
         )
         audit_record(actor=actor, action="workload.delete", obj=workload, source_ip=source_ip)
         taskqueue.WORKLOAD_RECONCILE.on_commit(workload.pk)
+
+
+# --- inference endpoints: scaling, waking, rolling updates -------------------------------------
+
+
+def _endpoint_settings(workload: Workload) -> dict[str, Any]:
+    return dict((workload.params or {}).get("endpoint") or {})
+
+
+def _endpoint_save(workload: Workload, endpoint: dict[str, Any], **changes: Any) -> None:
+    params = dict(workload.params or {})
+    params["endpoint"] = endpoint
+    Workload.objects.filter(pk=workload.pk).update(params=params, **changes)
+    workload.params = params
+    for key, value in changes.items():
+        setattr(workload, key, value)
+
+
+def endpoint_scale(
+    *,
+    actor: User | None,
+    workload: Workload,
+    replicas: Any,
+    reason: str = "",
+    source_ip: str | None = None,
+) -> Workload:
+    """Ask an endpoint to run ``replicas`` (its owner, a lead or an admin; ``actor`` None: the
+    scaling loop). Fewer: the extra replicas go now. More: each added replica waits in the
+    queue like any request and is admitted on the team's guarantee (the endpoint says why it
+    waits). Zero, where the endpoint may scale to zero: it is scaled to zero (suspended) and
+    the next call or a wake brings it back."""
+    if actor is not None and not workload_may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may scale this endpoint.")
+    if workload.kind != core.KIND_INFERENCE:
+        raise ValidationError({"replicas": "Only inference endpoints are scaled."})
+    with transaction.atomic():
+        # The scheduler's scale-ups lock the row too: a cycle and a scale-down take turns.
+        locked = Workload.objects.select_for_update().get(pk=workload.pk)
+        endpoint = _endpoint_settings(locked)
+        low = int(endpoint.get("min_replicas") or 0)
+        high = int(endpoint.get("max_replicas") or 1)
+        if not rules._whole_number(replicas) or not low <= replicas <= high:
+            raise ValidationError(
+                {"replicas": f"This endpoint runs between {low} and {high} replicas."}
+            )
+        if locked.state == core.SUSPENDED and replicas > 0:
+            _endpoint_save(locked, {**endpoint, "target_replicas": replicas})
+            endpoint_wake(actor=actor, workload=locked, source_ip=source_ip)
+            return locked
+        if locked.state not in core.ACTIVE_STATES:
+            raise ValidationError(
+                {"replicas": f"An endpoint that is {locked.state} cannot be scaled."}
+            )
+        who = actor.get_username() if actor else "the scaling loop"
+        text = reason or f"Scaled to {replicas} replicas by {who}."
+        if replicas == 0:
+            _endpoint_save(locked, {**endpoint, "target_replicas": 0, "scale_waiting": ""})
+            _suspend(
+                workload=locked,
+                reason=f"Scaled to zero: {text}",
+                actor=actor,
+                action="endpoint.scale",
+                source_ip=source_ip,
+                details={"replicas": 0},
+            )
+            taskqueue.SCHEDULING_CYCLE.on_commit()
+            return locked
+        endpoint.update(target_replicas=replicas, scale_waiting="")
+        changes: dict[str, Any] = {}
+        if replicas < locked.replicas:
+            placement = dict(locked.placement or {})
+            placement["replicas"] = list(placement.get("replicas") or [])[:replicas]
+            changes = {"replicas": replicas, "placement": placement}
+        elif replicas > locked.replicas:
+            endpoint["scale_requested_at"] = timezone.now().isoformat()
+        _endpoint_save(locked, endpoint, **changes)
+        WorkloadEvent.objects.create(
+            workload=locked,
+            from_state=locked.state,
+            to_state=locked.state,
+            reason=text[:500],
+            actor=actor,
+        )
+        audit_record(
+            actor=actor,
+            action="endpoint.scale",
+            obj=locked,
+            source_ip=source_ip,
+            details={"replicas": replicas},
+        )
+        taskqueue.WORKLOAD_RECONCILE.on_commit(locked.pk)
+        taskqueue.SCHEDULING_CYCLE.on_commit()
+    workload.refresh_from_db()
+    return workload
+
+
+def endpoint_wake(*, actor: User | None, workload: Workload, source_ip: str | None = None) -> bool:
+    """Queue an endpoint scaled to zero again (a call came, or its owner asked): its first
+    replica is admitted like any request, the rest follow up to its target. False if it is
+    not scaled to zero (any more)."""
+    if actor is not None and not workload_may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may wake this endpoint.")
+    if workload.kind != core.KIND_INFERENCE:
+        return False
+    with transaction.atomic():
+        endpoint = _endpoint_settings(workload)
+        target = max(
+            1, int(endpoint.get("target_replicas") or 0), int(endpoint.get("min_replicas") or 0)
+        )
+        woke = workload_transition(
+            workload=workload,
+            to_state=core.QUEUED,
+            reason="Waking up: a call came in."
+            if actor is None
+            else f"Woken by {actor.get_username()}.",
+            actor=actor,
+            expected_from=core.SUSPENDED,
+            extra={"placement": {}, "cluster": None, "replicas": 1},
+        )
+        if not woke:
+            return False
+        _endpoint_save(workload, {**endpoint, "target_replicas": target})
+        audit_record(actor=actor, action="endpoint.wake", obj=workload, source_ip=source_ip)
+        taskqueue.SCHEDULING_CYCLE.on_commit()
+    return True
+
+
+# What a rollout changes (and a rollback puts back) besides the image and the environment.
+ROLLOUT_FIELDS = (
+    "model_path",
+    "model_uri",
+    "model_secret",
+    "model_secret_k8s",
+    "model_secret_keys",
+)
+
+
+def endpoint_update(
+    *,
+    actor: User,
+    workload: Workload,
+    image: Image | None = None,
+    env: dict[str, Any] | None = None,
+    model_path: str | None = None,
+    model_uri: str | None = None,
+    model_secret: str | None = None,
+    source_ip: str | None = None,
+) -> Workload:
+    """Roll out a new image, model or environment without downtime: the Deployment adds a
+    replica of the new revision before it takes an old one away, and the status pass rolls
+    back to the previous revision by itself when the new replicas do not become ready in
+    ENDPOINT_PROGRESS_DEADLINE_SECONDS. The request rules apply again, as at submit."""
+    if not workload_may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may update this endpoint.")
+    if workload.kind != core.KIND_INFERENCE:
+        raise ValidationError("Only inference endpoints are updated in place.")
+    if workload.state not in core.ACTIVE_STATES and workload.state != core.SUSPENDED:
+        raise ValidationError(f"An endpoint that is {workload.state} cannot be updated.")
+    endpoint = _endpoint_settings(workload)
+    asked = dict(endpoint)
+    if model_path is not None or model_uri is not None:
+        asked["model_path"], asked["model_uri"] = model_path or "", model_uri or ""
+        asked["model_secret"] = model_secret or ""
+    elif model_secret is not None:
+        asked["model_secret"] = model_secret
+    new_image = image or workload.image
+    new_env = dict(workload.env or {}) if env is None else env
+    request = rules.WorkloadRequest(
+        kind=workload.kind,
+        name=workload.name,
+        gpu_milli=workload.gpu_milli,
+        priority_class=workload.priority_class,
+        command=tuple(workload.command or ()),
+        args=tuple(workload.args or ()),
+        env=new_env,
+        secrets=tuple(rules.SecretRef.of(ref) for ref in workload.secrets or ()),
+        datasets=dataset_names(workload.datasets),
+        endpoint=rules.EndpointRequest.of(asked),
+    )
+    charge = workload_request_check(
+        actor=actor,
+        team=workload.team,
+        gpu_class=workload.gpu_class,
+        image=new_image,
+        request=request,
+    )
+    assert charge.endpoint is not None
+    with transaction.atomic():
+        locked = Workload.objects.select_for_update().get(pk=workload.pk)
+        current = _endpoint_settings(locked)
+        revision = int(current.get("revision") or 1) + 1
+        previous = {
+            "revision": current.get("revision") or 1,
+            "image": locked.image_id,
+            "env": dict(locked.env or {}),
+            "pod_annotations": current.get("pod_annotations") or {},
+            **{k: current.get(k) for k in ROLLOUT_FIELDS},
+        }
+        updated = {
+            **current,
+            **{k: charge.endpoint[k] for k in ROLLOUT_FIELDS},
+            "revision": revision,
+            "previous": previous,
+            "rollout": {
+                "revision": revision,
+                "state": "progressing",
+                "started_at": timezone.now().isoformat(),
+                "message": "Rolling out: new replicas start before old ones stop.",
+            },
+        }
+        _endpoint_save(locked, updated, image=new_image, env=new_env)
+        WorkloadEvent.objects.create(
+            workload=locked,
+            from_state=locked.state,
+            to_state=locked.state,
+            actor=actor,
+            reason=f"Rolling out revision {revision} by {actor.get_username()}.",
+        )
+        audit_record(
+            actor=actor,
+            action="endpoint.update",
+            obj=locked,
+            source_ip=source_ip,
+            details={"revision": revision, "image": new_image.name},
+        )
+        taskqueue.WORKLOAD_RECONCILE.on_commit(locked.pk)
+    workload.refresh_from_db()
+    return workload
+
+
+def endpoint_rollout_observed(
+    *, workload: Workload, state: str, message: str, updated: int, ready: int
+) -> str | None:
+    """Record what the cluster says of a rollout in progress: still progressing (with how many
+    replicas run the new revision), complete, or failed — then the previous revision is put
+    back by itself. Returns the rollout's new state, or None if nothing changed."""
+    with transaction.atomic():
+        locked = Workload.objects.select_for_update().filter(pk=workload.pk).first()
+        if locked is None:
+            return None
+        endpoint = _endpoint_settings(locked)
+        rollout = dict(endpoint.get("rollout") or {})
+        if rollout.get("state") != "progressing":
+            return None
+        rollout.update(updated=updated, ready=ready, message=message[:300])
+        if state == "progressing":
+            if rollout != endpoint.get("rollout"):
+                _endpoint_save(locked, {**endpoint, "rollout": rollout})
+            return None
+        if state == "complete":
+            rollout["state"] = "complete"
+            endpoint["rollout"] = rollout
+            _endpoint_save(locked, endpoint)
+            WorkloadEvent.objects.create(
+                workload=locked,
+                from_state=locked.state,
+                to_state=locked.state,
+                reason=f"Revision {rollout.get('revision')} rolled out: {message}"[:500],
+            )
+            return "complete"
+        previous = dict(endpoint.get("previous") or {})
+        revision = int(endpoint.get("revision") or 1) + 1
+        image_id = previous.get("image")
+        image = (
+            Image.objects.filter(pk=image_id).first() if isinstance(image_id, int) else None
+        ) or locked.image
+        rollout.update(state="rolled back", finished_at=timezone.now().isoformat())
+        restored = {
+            **endpoint,
+            **{k: previous.get(k) for k in ROLLOUT_FIELDS if k in previous},
+            "pod_annotations": previous.get("pod_annotations") or {},
+            "revision": revision,
+            "rollout": rollout,
+        }
+        _endpoint_save(locked, restored, image=image, env=previous.get("env") or {})
+        WorkloadEvent.objects.create(
+            workload=locked,
+            from_state=locked.state,
+            to_state=locked.state,
+            reason=(
+                f"Revision {rollout.get('revision')} did not become ready ({message}); rolled "
+                f"back to the previous image, model and environment as revision {revision}."
+            )[:500],
+        )
+        audit_record(
+            actor=None, action="endpoint.rollback", obj=locked, details={"revision": revision}
+        )
+        taskqueue.WORKLOAD_RECONCILE.on_commit(locked.pk)
+        return "rolled back"
+
+
+# --- endpoint keys and calls ------------------------------------------------------------------
+
+
+def endpoint_key_create(
+    *, actor: User, workload: Workload, name: str, source_ip: str | None = None
+) -> CreatedKey:
+    """A new key for the endpoint (its owner, a lead of its team, an admin); the key is in
+    the answer once and never again."""
+    if not workload_may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may create keys.")
+    if workload.kind != core.KIND_INFERENCE:
+        raise ValidationError({"name": "Only inference endpoints take keys."})
+    if workload.is_terminal:
+        raise ValidationError({"name": f"The endpoint has {workload.state}; it takes no calls."})
+    return credential_services.endpoint_key_create(
+        actor=actor, team=workload.team, endpoint_id=workload.pk, name=name, source_ip=source_ip
+    )
+
+
+def endpoint_key_revoke(
+    *, actor: User, workload: Workload, key_id: int, source_ip: str | None = None
+) -> bool:
+    if not workload_may_manage(actor, workload):
+        raise PermissionDenied("Only the owner, a team lead or an admin may revoke keys.")
+    key = EndpointKey.objects.filter(pk=key_id, endpoint_id=workload.pk).first()
+    if key is None:
+        raise EndpointKey.DoesNotExist("No such key for this endpoint.")
+    return credential_services.endpoint_key_revoke(actor=actor, key=key, source_ip=source_ip)
+
+
+@dataclass(frozen=True)
+class CallVerdict:
+    status: int  # 200 let through, 401 no valid key or session, 403 not for this person/endpoint
+    message: str
+    waking: bool = False
+
+
+def endpoint_call_authorise(
+    *, user: User | None, endpoint_id: int, authorization: str = "", api_key: str = ""
+) -> CallVerdict:
+    """Whether a call to an endpoint may pass the ingress: a signed-in member of its team (or a
+    platform admin), or a live key of this very endpoint. A call that may pass an endpoint
+    scaled to zero wakes it (the ingress answers 503 until a replica is ready)."""
+    workload = (
+        Workload.objects.filter(pk=endpoint_id, kind=core.KIND_INFERENCE, deleted_at__isnull=True)
+        .select_related("team")
+        .first()
+    )
+    presented = credential_core.presented_key(authorization, api_key)
+    allowed = False
+    if workload is not None and presented:
+        key = endpoint_key_matches(endpoint_id=workload.pk, plaintext=presented)
+        if key is None:
+            return CallVerdict(401, "That key does not open this endpoint (wrong or revoked).")
+        credential_services.endpoint_key_used(key=key)
+        allowed = True
+    elif workload is not None and user is not None and user.is_authenticated:
+        allowed = user.is_staff or team_role(user, workload.team_id) is not None
+        if not allowed:
+            return CallVerdict(403, "Only members of the endpoint's team may call it.")
+    if workload is None:
+        return CallVerdict(401 if not presented else 403, "No such endpoint.")
+    if not allowed:
+        return CallVerdict(401, "Call with one of the endpoint's keys: Authorization: Bearer …")
+    if workload.is_terminal:
+        return CallVerdict(403, f"The endpoint has {workload.state}; it takes no calls.")
+    if workload.state == core.SUSPENDED:
+        endpoint_wake(actor=None, workload=workload)
+        return CallVerdict(200, "Scaled to zero: waking up; retry in a minute.", waking=True)
+    return CallVerdict(200, "ok")

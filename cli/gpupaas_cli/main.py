@@ -227,6 +227,10 @@ def _submit(
     grid = flags.pop("grid", None)
     secrets = flags.pop("secret", None)
     datasets = flags.pop("dataset", None)
+    endpoint = {k: v for k, v in (flags.pop("endpoint", None) or {}).items() if v is not None}
+    if endpoint:
+        from_file = base.get("endpoint")
+        flags["endpoint"] = {**(from_file if isinstance(from_file, dict) else {}), **endpoint}
     overrides: dict[str, Any] = {
         "kind": kind,
         **flags,
@@ -345,6 +349,71 @@ def submit_job(
         env=env,
         secret=secret,
         dataset=dataset,
+    )
+
+
+@submit_app.command("endpoint")
+@handles_errors
+def submit_endpoint(
+    command: CommandArg = None,
+    name: NameOpt = None,
+    gpu: GpuOpt = None,
+    gpu_class: ClassOpt = None,
+    image: ImageOpt = None,
+    team: TeamOpt = None,
+    model_path: Annotated[
+        str | None, typer.Option(help="/team/… or /datasets/NAME/… (name the dataset too).")
+    ] = None,
+    model_uri: Annotated[str | None, typer.Option(help="Or s3://, gs://, https://, hf://")] = None,
+    model_secret: Annotated[str | None, typer.Option(help="Secret with the store's keys.")] = None,
+    port: Annotated[int | None, typer.Option(help="The server's port (1024-65535).")] = None,
+    health_path: Annotated[str | None, typer.Option(help="e.g. /health")] = None,
+    min_replicas: Annotated[int | None, typer.Option(help="0 scales to zero when idle.")] = None,
+    max_replicas: Annotated[int | None, typer.Option()] = None,
+    scale_on: Annotated[str | None, typer.Option(help="rps or gpu")] = None,
+    scale_target: Annotated[float | None, typer.Option(help="Per replica.")] = None,
+    idle_minutes: Annotated[int | None, typer.Option(help="With --min-replicas 0.")] = None,
+    priority: PriorityOpt = None,
+    env: EnvOpt = None,
+    secret: SecretOpt = None,
+    dataset: DatasetOpt = None,
+    file: FileOpt = None,
+    key: KeyOpt = None,
+    as_json: JsonOpt = False,
+    dry_run: DryRunOpt = False,
+    confirm: ConfirmOpt = False,
+) -> None:
+    """An inference endpoint: a serving image (vLLM, Triton, TGI …), a model, replicas
+    between a minimum and a maximum, in the production class (team leads)."""
+    _submit(
+        kind="inference",
+        file=file,
+        key=key,
+        as_json=as_json,
+        dry_run=dry_run,
+        confirm=confirm,
+        command=command,
+        name=name,
+        gpu=gpu,
+        gpu_class=gpu_class,
+        image=image,
+        team=team,
+        priority_class=priority,
+        env=env,
+        secret=secret,
+        dataset=dataset,
+        endpoint={
+            "model_path": model_path,
+            "model_uri": model_uri,
+            "model_secret": model_secret,
+            "port": port,
+            "health_path": health_path,
+            "min_replicas": min_replicas,
+            "max_replicas": max_replicas,
+            "scale_metric": scale_on,
+            "scale_target": scale_target,
+            "idle_minutes": idle_minutes,
+        },
     )
 
 
@@ -658,6 +727,117 @@ def _edit_spec(values: dict[str, Any], workload_id: int) -> dict[str, Any]:
 
 
 # --- secrets ---------------------------------------------------------------------------------
+
+endpoint_app = typer.Typer(
+    help="Inference endpoints: their URL, replicas, load and keys; scale, wake, roll out.",
+    no_args_is_help=True,
+)
+app.add_typer(endpoint_app, name="endpoint")
+
+
+@endpoint_app.command("show")
+@handles_errors
+def endpoint_show(workload_id: int, as_json: JsonOpt = False) -> None:
+    """URL, replicas (held and asked), why more wait, rollout, keys, load over time, cost."""
+    with client() as api:
+        overview = api.get(f"/api/v1/workloads/{workload_id}/endpoint/")
+    if as_json:
+        output.emit_json(overview)
+        return
+    w = overview["workload"]
+    typer.echo(f"#{w['id']} {w['name']}: {w['state']}")
+    typer.echo(f"  {overview['status']}")
+    typer.echo(f"  URL        {overview['url'] or overview['service'] + ' (in the cluster)'}")
+    typer.echo(
+        f"  replicas   {overview['replicas']} of {overview['target']} asked "
+        f"(min {overview['min_replicas']}, max {overview['max_replicas']})"
+    )
+    if overview["rollout"]:
+        r = overview["rollout"]
+        typer.echo(
+            f"  rollout    revision {r.get('revision')}: {r.get('state')} {r.get('message', '')}"
+        )
+    typer.echo(f"  cost       {overview['cost_per_hour']} per hour")
+    for k in overview["keys"]:
+        state = f"revoked {k['revoked_at']}" if k["revoked_at"] else "active"
+        typer.echo(f"  key        #{k['id']} {k['name']} {k['prefix']}… {state}")
+    if overview["samples"]:
+        typer.echo("  time      replicas  asked  req/s   p95 s   GPU%  decision")
+        for sample in overview["samples"][-10:]:
+
+            def num(v: Any, fmt: str) -> str:
+                return "-" if v is None else format(v, fmt)
+
+            typer.echo(
+                f"  {sample['at'][11:19]}  {sample['replicas']:>8}  {sample['target']:>5}  "
+                f"{num(sample['requests_per_second'], '6.1f'):>6}  "
+                f"{num(sample['latency_p95_seconds'], '6.3f'):>6}  "
+                f"{num(sample['gpu_utilisation'], '4.0f'):>4}  {sample['decision']}"
+            )
+
+
+@endpoint_app.command("scale")
+@handles_errors
+def endpoint_scale(workload_id: int, replicas: int, as_json: JsonOpt = False) -> None:
+    """Ask for REPLICAS (between its minimum and maximum; more wait on the team's guarantee)."""
+    _act(workload_id, "scale", {"replicas": replicas}, as_json)
+
+
+@endpoint_app.command("wake")
+@handles_errors
+def endpoint_wake(workload_id: int, as_json: JsonOpt = False) -> None:
+    """Start an endpoint that was scaled to zero."""
+    _act(workload_id, "wake", None, as_json)
+
+
+@endpoint_app.command("rollout")
+@handles_errors
+def endpoint_rollout(
+    workload_id: int,
+    image: ImageOpt = None,
+    env: EnvOpt = None,
+    model_path: Annotated[str | None, typer.Option()] = None,
+    model_uri: Annotated[str | None, typer.Option()] = None,
+    model_secret: Annotated[str | None, typer.Option()] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Roll out a new image, model or environment; rolled back by itself if it is not ready."""
+    body: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "image": image,
+            "model_path": model_path,
+            "model_uri": model_uri,
+            "model_secret": model_secret,
+        }.items()
+        if v is not None
+    }
+    if env is not None:
+        body["env"] = spec.parse_pairs(env, "--env")
+    _act(workload_id, "rollout", body, as_json)
+
+
+@endpoint_app.command("key-create")
+@handles_errors
+def endpoint_key_create(workload_id: int, name: str, as_json: JsonOpt = False) -> None:
+    """A new key for applications; it is printed once and never shown again."""
+    with client() as api:
+        created = api.request("POST", f"/api/v1/workloads/{workload_id}/keys/", json={"name": name})
+    if as_json:
+        output.emit_json(created)
+    else:
+        typer.echo(f"Key #{created['id']} {created['name']} (copy it now, it is not shown again):")
+        typer.echo(created["key"])
+
+
+@endpoint_app.command("key-revoke")
+@handles_errors
+def endpoint_key_revoke(workload_id: int, key_id: int) -> None:
+    """Revoke a key: calls with it are refused from now on."""
+    with client() as api:
+        api.request("DELETE", f"/api/v1/workloads/{workload_id}/keys/{key_id}/")
+    typer.echo(f"Key #{key_id} revoked.")
+
 
 secret_app = typer.Typer(
     help="Team and personal secrets (tokens, keys): written once, never shown back; requests "

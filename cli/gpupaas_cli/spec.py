@@ -33,7 +33,27 @@ from typing import Any
 
 import yaml
 
-KINDS = {"notebook": "notebook", "job": "training", "training": "training", "sweep": "sweep"}
+KINDS = {
+    "notebook": "notebook",
+    "job": "training",
+    "training": "training",
+    "sweep": "sweep",
+    "endpoint": "inference",
+    "inference": "inference",
+}
+# An endpoint's own settings (the ``endpoint`` mapping of a spec, or flags).
+ENDPOINT_FIELDS = {
+    "port",
+    "health_path",
+    "min_replicas",
+    "max_replicas",
+    "model_path",
+    "model_uri",
+    "model_secret",
+    "scale_metric",
+    "scale_target",
+    "idle_minutes",
+}
 FIELDS = {
     "kind",
     "name",
@@ -58,6 +78,7 @@ FIELDS = {
     "ranges",
     "samples",
     "seed",
+    "endpoint",
 }
 
 
@@ -166,7 +187,9 @@ def build_request(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict
             merged["gpu_milli"] = gpus_to_milli(merged.pop("gpu"))
     kind = str(merged.get("kind") or "")
     if kind not in KINDS:
-        raise SpecError("Say what to run: kind is notebook, job (training) or sweep.")
+        raise SpecError(
+            "Say what to run: kind is notebook, job (training), sweep or endpoint (inference)."
+        )
     merged["kind"] = KINDS[kind]
     missing = [f for f in ("name", "gpu_class", "image", "gpu_milli") if not merged.get(f)]
     if missing:
@@ -199,6 +222,17 @@ def build_request(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict
         ):
             raise SpecError("secrets must be a list of {name, env, key} (env and key optional).")
         merged["secrets"] = [{str(k): str(v) for k, v in r.items()} for r in refs]
+    if "endpoint" in merged:
+        endpoint = merged["endpoint"]
+        if not isinstance(endpoint, Mapping):
+            raise SpecError("endpoint must be a mapping: port, health_path, min_replicas, …")
+        unknown = sorted(set(map(str, endpoint)) - ENDPOINT_FIELDS)
+        if unknown:
+            raise SpecError(
+                f"Unknown endpoint field(s): {', '.join(unknown)}; known: "
+                f"{', '.join(sorted(ENDPOINT_FIELDS))}."
+            )
+        merged["endpoint"] = dict(endpoint)
     if "datasets" in merged:
         names = merged["datasets"]
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "apps.scheduling",
     "apps.workloads",
     "apps.orchestration",
+    "apps.serving",
     "apps.telemetry",
     # The edges, above every domain app.
     "apps.web",
@@ -329,6 +330,44 @@ if bool(K8S_PORTAL_SERVICE_ACCOUNT) != bool(K8S_PORTAL_TEAM_ROLE) or (
 ):
     raise ImproperlyConfigured(
         "Set K8S_PORTAL_SERVICE_ACCOUNT (as namespace/name) and K8S_PORTAL_TEAM_ROLE together."
+    )
+
+# Inference endpoints: served on ENDPOINT_HOST under /endpoints/<namespace>/<id>/, every call
+# authorised by the portal (ENDPOINT_AUTH_URL: where the ingress controller asks it; a team
+# member's session or one of the endpoint's keys). A rolling update whose new replicas are not
+# ready within ENDPOINT_PROGRESS_DEADLINE_SECONDS is rolled back. The scaling loop runs every
+# SERVING_AUTOSCALE_SECONDS and changes an endpoint's replicas at most once per
+# SERVING_SCALE_COOLDOWN_SECONDS (scale-downs; scale-ups wait a third of it).
+ENDPOINT_HOST = env_str("ENDPOINT_HOST", "")
+ENDPOINT_AUTH_URL = env_str(
+    "ENDPOINT_AUTH_URL", f"{PORTAL_URL}/endpoints/auth/" if PORTAL_URL else ""
+)
+ENDPOINT_PROGRESS_DEADLINE_SECONDS = env_int("ENDPOINT_PROGRESS_DEADLINE_SECONDS", 600, minimum=5)
+SERVING_AUTOSCALE_SECONDS = env_int("SERVING_AUTOSCALE_SECONDS", 30, minimum=5)
+SERVING_SCALE_COOLDOWN_SECONDS = env_int("SERVING_SCALE_COOLDOWN_SECONDS", 300, minimum=0)
+SERVING_SAMPLE_RETENTION_DAYS = env_int("SERVING_SAMPLE_RETENTION_DAYS", 30, minimum=1)
+# What the scaling loop asks Prometheus per endpoint ($namespace, $service = wl-<id>): by
+# default ingress-nginx's request metrics and dcgm-exporter's utilisation per pod.
+SERVING_RPS_QUERY = env_str(
+    "SERVING_RPS_QUERY",
+    'sum(rate(nginx_ingress_controller_requests{exported_namespace="$namespace",'
+    'exported_service="$service"}[2m]))',
+)
+SERVING_LATENCY_QUERY = env_str(
+    "SERVING_LATENCY_QUERY",
+    "histogram_quantile(0.95, sum by (le) (rate(nginx_ingress_controller_request_duration_"
+    'seconds_bucket{exported_namespace="$namespace",exported_service="$service"}[5m])))',
+)
+# A scrape without honor_labels renames the exporter's pod labels to exported_*: either counts.
+SERVING_GPU_QUERY = env_str(
+    "SERVING_GPU_QUERY",
+    'avg(DCGM_FI_DEV_GPU_UTIL{exported_namespace="$namespace",exported_pod=~"$service-.*"} or '
+    'DCGM_FI_DEV_GPU_UTIL{namespace="$namespace",pod=~"$service-.*",exported_pod=""})',
+)
+if ENDPOINT_HOST and not ENDPOINT_AUTH_URL:
+    raise ImproperlyConfigured(
+        "Endpoints served through an ingress are authorised by the portal: set PORTAL_URL "
+        "(or ENDPOINT_AUTH_URL)."
     )
 NOTEBOOK_HOME_SIZE = env_str("NOTEBOOK_HOME_SIZE", "20Gi")
 # Logs and events outlive the objects: before a workload's objects are deleted, the end of

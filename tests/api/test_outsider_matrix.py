@@ -18,7 +18,7 @@ from apps.audit.models import AuditEvent
 from apps.budgets.models import Budget
 from apps.budgets.selectors import this_month
 from apps.budgets.services import budget_set
-from apps.credentials.models import Secret
+from apps.credentials.models import EndpointKey, Secret
 from apps.datasets.models import Dataset
 from apps.notifications.core import NoticeEvent
 from apps.notifications.models import Notice, NotificationPreference
@@ -30,7 +30,7 @@ from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
 from tests.credentials.fakes import _fake_cluster  # noqa: F401
-from tests.factories import WorkloadFactory
+from tests.factories import ImageFactory, WorkloadFactory
 from tests.plugins.cast import Cast
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fake_cluster")]
@@ -63,6 +63,13 @@ OBJECT_ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("get", "/api/v1/workloads/{workload}/logs/", None),
     ("get", "/api/v1/workloads/{workload}/events/", None),
     ("get", "/api/v1/workloads/{sweep}/trials/", None),
+    ("get", "/api/v1/workloads/{endpoint}/endpoint/", None),
+    ("post", "/api/v1/workloads/{endpoint}/scale/", {"replicas": 1}),
+    ("post", "/api/v1/workloads/{endpoint}/wake/", None),
+    ("post", "/api/v1/workloads/{endpoint}/rollout/", {"env": {"DTYPE": "fp8"}}),
+    ("get", "/api/v1/workloads/{endpoint}/keys/", None),
+    ("post", "/api/v1/workloads/{endpoint}/keys/", {"name": "app"}),
+    ("delete", "/api/v1/workloads/{endpoint}/keys/{endpoint_key}/", None),
     ("get", "/api/v1/teams/{team}/", None),
     ("get", "/api/v1/teams/{team}/members/", None),
     ("post", "/api/v1/teams/{team}/members/", {"username": "outsider", "role": "lead"}),
@@ -164,9 +171,29 @@ def ids(cast: Cast) -> dict[str, Any]:
         starts_at=later,
         ends_at=later + timedelta(hours=4),
     )
+    endpoint = WorkloadFactory(
+        **common,
+        image=ImageFactory(name="vLLM", reference="docker.io/vllm/vllm-openai:v1", kind="serving"),
+        kind=core.KIND_INFERENCE,
+        priority_class=core.PRIORITY_PRODUCTION,
+        state=core.RUNNING,
+        params={
+            "endpoint": {
+                "min_replicas": 1,
+                "max_replicas": 2,
+                "target_replicas": 1,
+                "model_path": "/team/models/m",
+            }
+        },
+    )
+    key = EndpointKey.objects.create(
+        team=cast.team, endpoint_id=endpoint.pk, name="app", lookup="abcd", digest="0" * 64
+    )
     return {
         "quota_request": quota_request.pk,
         "reservation": reservation.pk,
+        "endpoint": endpoint.pk,
+        "endpoint_key": key.pk,
         "workload": WorkloadFactory(**common, image=cast.image, state=core.RUNNING).pk,
         "notebook": WorkloadFactory(
             **common, image=cast.image, kind=core.KIND_NOTEBOOK, state=core.RUNNING
@@ -209,6 +236,7 @@ def snapshot() -> tuple[Any, ...]:
         sorted(Budget.objects.values_list("id", "amount", "stop_lifted_month")),
         sorted(QuotaRequest.objects.values_list("id", "state")),
         sorted(Reservation.objects.values_list("id", "state")),
+        sorted(EndpointKey.objects.values_list("id", "revoked_at")),
         AuditEvent.objects.count(),
         sorted(Notice.objects.values_list("id", "read_at")),
         sorted(NotificationPreference.objects.values_list("user_id", "updated_at")),
@@ -295,6 +323,8 @@ def test_matrix_covers_every_api_route() -> None:
         .replace("{notebook}", "{w}")
         .replace("{suspended}", "{w}")
         .replace("{sweep}", "{w}")
+        .replace("{endpoint}", "{w}")
+        .replace("{endpoint_key}", "<int:key_id>")
         .replace("{team}", "{t}")
         .replace("{quota_request}", "<int:request_id>")
         .replace("{reservation}", "<int:reservation_id>")

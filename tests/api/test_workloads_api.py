@@ -124,7 +124,8 @@ def test_submit_with_unknown_class_and_image_names_both(cast: Cast, api: Client)
         ({"command": []}, "command"),
         ({"kind": "notebook"}, "command"),
         ({"env": {"1BAD": "x"}}, "env"),
-        ({"kind": "inference"}, "kind"),
+        ({"kind": "inference"}, "image"),  # an endpoint needs a serving image
+        ({"kind": "serving"}, "kind"),
     ],
 )
 def test_submit_shape_errors_name_the_field(

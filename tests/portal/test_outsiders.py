@@ -136,3 +136,39 @@ def test_outsider_gets_404_for_another_teams_policy_and_budget(portal: Portal) -
     other = portal.cast.other_team.slug
     assert client.get(f"/teams/{other}/policy/").status_code == 200
     assert client.get(f"/teams/{other}/budget/").status_code == 200
+
+
+ENDPOINT_URLS = (
+    ("get", "/workloads/{id}/endpoint/"),
+    ("post", "/workloads/{id}/scale/"),
+    ("post", "/workloads/{id}/wake/"),
+    ("post", "/workloads/{id}/rollout/"),
+    ("post", "/workloads/{id}/keys/"),
+    ("post", "/workloads/{id}/keys/{key}/revoke/"),
+)
+
+
+@pytest.mark.parametrize(("method", "url"), ENDPOINT_URLS)
+def test_outsider_gets_404_for_another_teams_endpoint(
+    portal: Portal, method: str, url: str
+) -> None:
+    from apps.credentials.models import EndpointKey
+
+    endpoint = portal.workload(
+        name="vision-secret-llm",
+        kind=core.KIND_INFERENCE,
+        state=core.SUSPENDED,
+        params={"endpoint": {"min_replicas": 0, "max_replicas": 2, "target_replicas": 0}},
+    )
+    key = EndpointKey.objects.create(
+        team=portal.cast.team, endpoint_id=endpoint.pk, name="k", lookup="x", digest="1" * 64
+    )
+    client = portal.client(portal.cast.outsider)
+    path = url.format(id=endpoint.pk, key=key.pk)
+    response = getattr(client, method)(path, {"replicas": "2", "name": "mine", "env": "A=1"})
+    assert response.status_code == 404
+    assert b"vision-secret-llm" not in response.content
+    endpoint.refresh_from_db()
+    key.refresh_from_db()
+    assert endpoint.state == core.SUSPENDED and endpoint.params["endpoint"]["target_replicas"] == 0
+    assert key.revoked_at is None and EndpointKey.objects.count() == 1

@@ -308,7 +308,7 @@ def test_refused_object_fails_its_workload_and_the_pass_goes_on(
         team=team, state=wl.ADMITTED, env={"É": "1", "A²": "2"}, placement=placement
     )
     # A kind no builder knows (written around the rules): fails alone too.
-    odd = WorkloadFactory(team=team, state=wl.ADMITTED, kind="inference", placement=placement)
+    odd = WorkloadFactory(team=team, state=wl.ADMITTED, kind="unknown", placement=placement)
     good = WorkloadFactory(team=team, state=wl.ADMITTED, placement=placement)
     before = charged_milli(team)
 
@@ -321,7 +321,7 @@ def test_refused_object_fails_its_workload_and_the_pass_goes_on(
     odd.refresh_from_db()
     assert (odd.state, odd.last_reason) == (
         wl.FAILED,
-        "cannot be started: No manifests for workloads of kind 'inference' yet.",
+        "cannot be started: No manifests for workloads of kind 'unknown'.",
     )
     assert charged_milli(team) == before - poison.gpu_milli - odd.gpu_milli
     good.refresh_from_db()

@@ -430,7 +430,7 @@ def test_portal_and_api_agree(world: World, row: Row) -> None:
     assert {k: list(v) for k, v in form.errors.items()} == expected
 
 
-UNKNOWN_KINDS = ["inference", "batch-job"]
+UNKNOWN_KINDS = ["serving", "batch-job"]
 
 
 @pytest.mark.parametrize("kind", UNKNOWN_KINDS)
@@ -451,7 +451,7 @@ def test_a_kind_that_cannot_be_requested_is_refused_by_both_doors(world: World, 
     assert response.json()["fields"] == {
         "kind": [
             f"“{kind}” is not a kind of workload you can request; use one of: notebook, "
-            "training, sweep."
+            "training, sweep, inference."
         ]
     }
     assert not Workload.objects.exists()

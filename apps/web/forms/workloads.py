@@ -430,6 +430,9 @@ class WorkloadRequestForm(forms.Form):
                 "command": tuple(data["command"]),
                 "args": tuple(data["args"]),
                 "secrets": tuple(rules.SecretRef.of(ref) for ref in data["secrets"]),
+                "endpoint": rules.EndpointRequest.of(data["endpoint"])
+                if data.get("endpoint") is not None
+                else None,
             }
         )
 
@@ -684,13 +687,160 @@ def clone_initial(workload: Workload) -> dict[str, Any]:
         )
         if ranges:
             values["grid"] = ""
+    endpoint = params.get("endpoint")
+    if workload.kind == core.KIND_INFERENCE and isinstance(endpoint, dict):
+        values.pop("replicas", None)
+        for key in EndpointRequestForm.ENDPOINT_FIELDS:
+            if endpoint.get(key) not in (None, ""):
+                values[key] = endpoint[key]
     return {k: v for k, v in values.items() if v is not None}
+
+
+class EndpointRequestForm(WorkloadRequestForm):
+    kind = core.KIND_INFERENCE
+    title = "New inference endpoint"
+
+    # An endpoint runs until it is stopped and is never preempted.
+    max_runtime_hours = None  # type: ignore[assignment]
+    requeue_on_preemption = None  # type: ignore[assignment]
+
+    model_path = forms.CharField(
+        label="Model path",
+        required=False,
+        widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono"}),
+        help_text="On the team's volumes: /team/models/… or /datasets/<name>/… of a dataset "
+        "named below. The server finds it in GPUPAAS_MODEL_PATH.",
+    )
+    model_uri = forms.CharField(
+        label="Or model URI",
+        required=False,
+        widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono"}),
+        help_text="An object store: s3://, gs://, https:// or hf:// (GPUPAAS_MODEL_URI).",
+    )
+    model_secret = forms.CharField(
+        label="Model store secret",
+        required=False,
+        help_text="A team or personal secret with the store's keys (GPUPAAS_MODEL_<KEY>).",
+    )
+    port = forms.IntegerField(
+        initial=rules.DEFAULT_ENDPOINT_PORT,
+        error_messages={"invalid": "The port is a whole number from 1024 to 65535."},
+        help_text="The port the server listens on (1024–65535).",
+    )
+    health_path = forms.CharField(
+        label="Health path",
+        initial=rules.DEFAULT_HEALTH_PATH,
+        help_text="Readiness and liveness probes ask here, e.g. /health or /v2/health/ready.",
+    )
+    min_replicas = forms.IntegerField(
+        label="Min replicas",
+        initial=1,
+        error_messages={"invalid": "The minimum is a whole number."},
+        help_text="0 scales to zero when idle (then give the idle minutes).",
+    )
+    max_replicas = forms.IntegerField(
+        label="Max replicas",
+        initial=1,
+        error_messages={"invalid": "The maximum is a whole number."},
+        help_text=f"At most {rules.MAX_ENDPOINT_REPLICAS}. Replicas beyond the team's "
+        "guarantee wait: endpoints never run on borrowed GPUs.",
+    )
+    scale_metric = forms.ChoiceField(
+        label="Scale on",
+        choices=(("rps", "Requests per second"), ("gpu", "GPU utilisation")),
+        initial="rps",
+    )
+    scale_target = forms.FloatField(
+        label="Target per replica",
+        required=False,
+        error_messages={"invalid": "The scaling target is a number."},
+        help_text="Requests/s per replica (default 10) or GPU utilisation in % (default 70).",
+    )
+    idle_minutes = forms.IntegerField(
+        label="Scale to zero after (minutes idle)",
+        required=False,
+        error_messages={"invalid": "Give whole minutes."},
+        help_text="With min replicas 0: the first call wakes it again.",
+    )
+    command = forms.CharField(
+        required=False,
+        help_text="Leave empty to run the image's own server; else the program to run.",
+        widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono"}),
+    )
+    args = forms.CharField(
+        label="Arguments",
+        required=False,
+        help_text="e.g. --model /team/models/llama --max-model-len 8192.",
+        widget=forms.TextInput(attrs={"spellcheck": "false", "class": "mono"}),
+    )
+    env = forms.CharField(
+        label="Environment variables",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text="One NAME=value per line.",
+    )
+
+    field_order = [
+        "name",
+        "team",
+        "gpu_class",
+        "gpu_milli",
+        "priority_class",
+        "image",
+        "model_path",
+        "model_uri",
+        "model_secret",
+        "datasets",
+        "port",
+        "health_path",
+        "min_replicas",
+        "max_replicas",
+        "scale_metric",
+        "scale_target",
+        "idle_minutes",
+        "command",
+        "args",
+        "env",
+        "secrets",
+    ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["gpu_milli"].label = "GPU per replica"
+        self.fields[
+            "gpu_milli"
+        ].help_text = "Fractions are offered only where the class shares GPUs."
+
+    def images(self) -> QuerySet[Image]:
+        return Image.objects.filter(enabled=True, kind=Image.Kind.SERVING)
+
+    ENDPOINT_FIELDS: ClassVar[tuple[str, ...]] = (
+        "port",
+        "health_path",
+        "min_replicas",
+        "max_replicas",
+        "model_path",
+        "model_uri",
+        "model_secret",
+        "scale_metric",
+        "scale_target",
+        "idle_minutes",
+    )
+
+    def submit_kwargs(self) -> dict[str, Any]:
+        kwargs = super().submit_kwargs()
+        data = self.cleaned_data
+        kwargs["endpoint"] = {
+            key: data.get(key) for key in self.ENDPOINT_FIELDS if data.get(key) not in (None, "")
+        }
+        return kwargs
 
 
 REQUEST_FORMS: dict[str, type[WorkloadRequestForm]] = {
     core.KIND_NOTEBOOK: NotebookRequestForm,
     core.KIND_TRAINING: TrainingRequestForm,
     core.KIND_SWEEP: SweepRequestForm,
+    core.KIND_INFERENCE: EndpointRequestForm,
 }
 
 

@@ -6,6 +6,7 @@ from apps.web.views import accounts as account_views
 from apps.web.views import capacity as capacity_views
 from apps.web.views import credentials as credential_views
 from apps.web.views import datasets as dataset_views
+from apps.web.views import endpoints as endpoint_views
 from apps.web.views import governance as governance_views
 from apps.web.views import notebooks as notebook_views
 from apps.web.views import notifications as notification_views
@@ -102,6 +103,36 @@ urlpatterns = [
     # these never meet a notebook's /notebooks/<namespace>/<id>/ path.
     path("notebooks/auth/", notebook_views.notebook_auth, name="notebook-auth"),
     path("notebooks/signin/", notebook_views.notebook_signin, name="notebook-signin"),
+    # Asked by the endpoints' ingress (auth-url) with the endpoint's id.
+    path("endpoints/auth/<int:workload_id>/", endpoint_views.endpoint_auth, name="endpoint-auth"),
+    path(
+        "workloads/<int:workload_id>/endpoint/",
+        endpoint_views.endpoint_panel,
+        name="endpoint-panel",
+    ),
+    path(
+        "workloads/<int:workload_id>/scale/",
+        endpoint_views.endpoint_scale_view,
+        name="endpoint-scale",
+    ),
+    path(
+        "workloads/<int:workload_id>/wake/", endpoint_views.endpoint_wake_view, name="endpoint-wake"
+    ),
+    path(
+        "workloads/<int:workload_id>/rollout/",
+        endpoint_views.endpoint_rollout_view,
+        name="endpoint-rollout",
+    ),
+    path(
+        "workloads/<int:workload_id>/keys/",
+        endpoint_views.endpoint_key_create_view,
+        name="endpoint-key-create",
+    ),
+    path(
+        "workloads/<int:workload_id>/keys/<int:key_id>/revoke/",
+        endpoint_views.endpoint_key_revoke_view,
+        name="endpoint-key-revoke",
+    ),
     # The team page lives with the accounts app; it is mounted here to get a short URL.
     path("teams/<slug:slug>/", account_views.team_detail, name="team-detail"),
     path("teams/<slug:slug>/policy/", governance_views.team_policy, name="team-policy"),

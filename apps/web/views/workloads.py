@@ -61,6 +61,7 @@ from apps.web.forms.workloads import (
     clone_initial,
 )
 from apps.web.params import path_int
+from apps.web.views.endpoints import endpoint_context
 from apps.workloads import core, sizing
 from apps.workloads.models import RequestTemplate, Workload
 from apps.workloads.selectors import (
@@ -521,6 +522,8 @@ def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
     if workload.is_sweep:
         context["trials"] = sweep_trials(workload)
         context["parallelism"] = (workload.params or {}).get("parallelism")
+    if workload.kind == core.KIND_INFERENCE:
+        context.update(endpoint_context(request, workload))
     return render(request, "workloads/detail.html", context)
 
 

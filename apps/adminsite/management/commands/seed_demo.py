@@ -93,6 +93,24 @@ IMAGES = [
         "kind": "training",
         "description": "NGC PyTorch with NCCL, for torchrun jobs.",
     },
+    {
+        "name": "vLLM server",
+        "reference": "docker.io/vllm/vllm-openai:v0.6.4",
+        "kind": "serving",
+        "description": "OpenAI-compatible LLM server; health on /health, metrics on /metrics.",
+    },
+    {
+        "name": "Triton inference server",
+        "reference": "nvcr.io/nvidia/tritonserver:24.12-py3",
+        "kind": "serving",
+        "description": "NVIDIA Triton; health on /v2/health/ready, metrics on :8002/metrics.",
+    },
+    {
+        "name": "Text Generation Inference",
+        "reference": "ghcr.io/huggingface/text-generation-inference:2.4.1",
+        "kind": "serving",
+        "description": "Hugging Face TGI; health on /health, metrics on /metrics.",
+    },
 ]
 
 # team slug → class name → (guaranteed, limit) in milli-GPU
