@@ -127,4 +127,11 @@ def dry_run_text(answer: dict[str, Any]) -> str:
             lines.append("Submitting needs --confirm-preemption.")
     else:
         lines.append("Would preempt: nothing.")
+    cost, currency = answer.get("hourly_cost"), answer.get("currency")
+    if cost is not None:
+        lines.append(f"Cost: {cost} {currency or ''} per hour while it runs.".replace("  ", " "))
+    verdict = answer.get("verdict")
+    if isinstance(verdict, dict) and verdict.get("headline"):
+        lines.append(f"If submitted now: {verdict['headline']}")
+        lines += [f"  Tip: {tip}" for tip in verdict.get("advice") or [] if isinstance(tip, str)]
     return "\n".join(lines)

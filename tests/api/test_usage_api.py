@@ -35,6 +35,7 @@ def test_team_usage_sums_a_month_per_member_and_class(cast: Cast, api: Client) -
     usage(cast, cast.outsider, cast.other_team, date(2025, 1, 3), 50, 50)
     body = api(cast.teammate, ("read",)).get("/api/v1/teams/vision/usage/?month=2025-01").json()
     assert (body["start"], body["end"]) == ("2025-01-01", "2025-02-01")
+    assert body["currency"] == "EUR"  # every cost is in the platform's currency
     assert body["rows"] == [
         {
             "team": "Vision",

@@ -195,3 +195,16 @@ def test_usage_chart_legend_pairs_allocated_and_used_of_a_class_by_colour(
     h100 = portal.cast.gpu_class.name
     assert colours[f"{h100}: allocated (dashed)"] == colours[f"{h100}: used (solid)"]
     assert colours[f"{h100}: used (solid)"] != colours[f"{portal.mig.name}: used (solid)"]
+
+
+def test_team_workload_filter_form_submits_with_the_keyboard_alone(
+    portal: Portal, signed_in: Callable[..., Any]
+) -> None:
+    portal.workload(name="kb-running", state="running")
+    page = signed_in(portal.cast.lead)
+    page.goto(page.base_url + f"/teams/{portal.cast.team.slug}/")
+    choose(page, "form.filters #id_state", "Active")
+    tab_to(page, "form.filters button[type=submit]")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"state=active"))
+    expect(page.get_by_role("link", name="kb-running")).to_be_visible()

@@ -142,6 +142,8 @@ def test_submit_dry_run_prints_the_charge_and_what_it_would_preempt(
     assert busy.exit_code == 0, busy.output
     assert f"#{notebook.pk} notebook 'nb' (yours, 8 GPUs H100-80GB)" in busy.stdout
     assert "Submitting needs --confirm-preemption." in busy.stdout
+    assert f"If submitted now: Would preempt: #{notebook.pk} notebook “nb”" in busy.stdout
+    assert "EUR per hour while it runs." in busy.stdout
     as_json = cli(
         "submit", "job", *flags, "--gpu", "8", "--dry-run", "--json", "--", "python", "t.py"
     )

@@ -70,3 +70,16 @@ def test_no_advice_names_a_sharing_mode_the_shape_cannot_use(
         if w.gpu_milli > 1000 or w.replicas > 1:
             for line in info.advice:
                 assert not any(name in line for name in mig), (w, line)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_the_estimate_and_the_reason_agree(pair: tuple[Snapshot, Snapshot]) -> None:
+    """A waiting workload has an estimated start exactly when its reason does not say that
+    there is none (or that no amount of freed capacity can start it as asked)."""
+    result = schedule(pair[1], POLICY)
+    for info in result.waiting:
+        no_estimate = "No estimate" in info.reason or "in all: ask for fewer" in info.reason
+        assert (info.estimated_start is None) == no_estimate, info
+        if info.estimated_start is not None:
+            assert info.estimated_start >= pair[1].now

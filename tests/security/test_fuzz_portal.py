@@ -148,6 +148,9 @@ def _targets(portal: Portal) -> dict[str, Target]:
         targets[f"gpu-fields-{kind}"] = Target(
             "get", f"/workloads/new/{kind}/gpu/", cast.owner, form_data(form)
         )
+        targets[f"verdict-{kind}"] = Target(
+            "post", f"/workloads/new/{kind}/verdict/", cast.owner, form_data(form)
+        )
     targets["token"] = Target("post", "/accounts/tokens/", cast.owner, form_data(ApiTokenForm()))
     targets["team-filters"] = Target(
         "get",
@@ -247,7 +250,7 @@ def _targets(portal: Portal) -> dict[str, Target]:
 TARGETS = [
     *(
         f"{name}-{kind}"
-        for name in ("request", "template-save", "request-get", "gpu-fields")
+        for name in ("request", "template-save", "request-get", "gpu-fields", "verdict")
         for kind in REQUEST_FORMS
     ),
     "token",

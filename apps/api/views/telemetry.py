@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -36,12 +37,14 @@ class UsageRowSerializer(serializers.Serializer):
 class UsageSerializer(serializers.Serializer):
     start = serializers.DateField(help_text="First day, inclusive.")
     end = serializers.DateField(help_text="Day after the last, exclusive.")
+    currency = serializers.CharField(help_text="Of every cost (the platform's currency).")
     rows = UsageRowSerializer(many=True)
 
 
 USAGE_EXAMPLE = {
     "start": "2025-01-01",
     "end": "2025-02-01",
+    "currency": "EUR",
     "rows": [
         {
             "team": "Vision",
@@ -62,6 +65,7 @@ def _usage(rows: Any, start: date, end: date) -> dict[str, Any]:
     return {
         "start": start,
         "end": end,
+        "currency": settings.PLATFORM_CURRENCY,
         "rows": [
             {
                 "team": t.team,
