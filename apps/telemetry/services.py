@@ -36,6 +36,7 @@ from apps.telemetry.models import (
     WorkloadUsage,
 )
 from apps.telemetry.prom import PrometheusClient, default_client
+from apps.telemetry.selectors import node_resolver
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_suspend_idle
@@ -134,6 +135,12 @@ def _fetch_samples(client: PrometheusClient, window: float, at: datetime) -> lis
     for name, promql in core.accounting_queries(round(window)).items():
         samples += core.samples_from_vector(name, client.query(promql, at=at))
     return samples
+
+
+def exporter_targets(client: PrometheusClient) -> frozenset[tuple[str, str]]:
+    """(namespace, pod) of the exporters Prometheus scrapes: these labels on a series are the
+    exporter's own, not a workload's."""
+    return core.exporter_targets(client.query(core.EXPORTER_TARGETS_QUERY))
 
 
 def _policy_defaults() -> core.IdlePolicy:
@@ -256,6 +263,7 @@ def telemetry_ingest(
             result.workloads = len(workloads)
             mark = time.perf_counter()
             samples = _fetch_samples(prometheus, window, moment)
+            exporters = exporter_targets(prometheus)
             result.timings["query"] = time.perf_counter() - mark
             result.series = len(samples)
             mark = time.perf_counter()
@@ -266,7 +274,7 @@ def telemetry_ingest(
             )
             result.timings["pods"] = time.perf_counter() - mark
             mark = time.perf_counter()
-            readings = core.readings_from_samples(samples)
+            readings = core.readings_from_samples(samples, exporters=exporters)
             measures = core.measure_workloads(readings, index)
             pods_of: dict[int, list[list[str]]] = {}
             for (namespace, pod), allocation in index.items():
@@ -316,6 +324,7 @@ class DayIncrement:
     day: date
     allocated: float
     used: float
+    unmeasured: float
     cost: Decimal
 
 
@@ -348,9 +357,11 @@ def _account(
             if seconds <= 0:
                 continue
             allocated = gpus * seconds
+            # Unmeasured is no data: neither used nor idle.
+            unmeasured = allocated if utilisation is None else 0.0
             used = allocated * (utilisation or 0.0)
             cost = core.price(allocated, hourly[workload.gpu_class_id])
-            increments.append(DayIncrement(workload, day, allocated, used, cost))
+            increments.append(DayIncrement(workload, day, allocated, used, unmeasured, cost))
             usage.allocated_gpu_seconds += allocated
             usage.used_gpu_seconds += used
             if utilisation is not None:
@@ -417,13 +428,17 @@ def _write_postgresql(usages: list[UsageState], increments: list[DayIncrement]) 
         cursor.execute(
             f"""
             INSERT INTO {table} (day, workload_id, team_id, owner_id, gpu_class_id,
-                                 allocated_gpu_seconds, used_gpu_seconds, cost)
+                                 allocated_gpu_seconds, used_gpu_seconds,
+                                 unmeasured_gpu_seconds, cost)
             SELECT * FROM unnest(%s::date[], %s::bigint[], %s::bigint[], %s::bigint[],
-                                 %s::bigint[], %s::float8[], %s::float8[], %s::numeric[])
+                                 %s::bigint[], %s::float8[], %s::float8[], %s::float8[],
+                                 %s::numeric[])
             ON CONFLICT (workload_id, day) DO UPDATE SET
                 allocated_gpu_seconds = {table}.allocated_gpu_seconds
                                         + EXCLUDED.allocated_gpu_seconds,
                 used_gpu_seconds = {table}.used_gpu_seconds + EXCLUDED.used_gpu_seconds,
+                unmeasured_gpu_seconds = {table}.unmeasured_gpu_seconds
+                                         + EXCLUDED.unmeasured_gpu_seconds,
                 cost = {table}.cost + EXCLUDED.cost
             """,  # noqa: S608 - table and column names are ours, values are parameters
             [
@@ -434,6 +449,7 @@ def _write_postgresql(usages: list[UsageState], increments: list[DayIncrement]) 
                 [i.workload.gpu_class_id for i in increments],
                 [i.allocated for i in increments],
                 [i.used for i in increments],
+                [i.unmeasured for i in increments],
                 [i.cost for i in increments],
             ],
         )
@@ -470,12 +486,18 @@ def _write_portable(usages: list[UsageState], increments: list[DayIncrement]) ->
             )
         row.allocated_gpu_seconds += inc.allocated
         row.used_gpu_seconds += inc.used
+        row.unmeasured_gpu_seconds += inc.unmeasured
         row.cost = Decimal(row.cost) + inc.cost
     UsageDay.objects.bulk_create(
         list(rows.values()),
         update_conflicts=True,
         unique_fields=["workload", "day"],
-        update_fields=["allocated_gpu_seconds", "used_gpu_seconds", "cost"],
+        update_fields=[
+            "allocated_gpu_seconds",
+            "used_gpu_seconds",
+            "unmeasured_gpu_seconds",
+            "cost",
+        ],
         batch_size=500,
     )
 
@@ -645,6 +667,7 @@ def node_health_store(
                 "gpus": [g.as_dict() for g in node.gpus],
                 "verdict": node.verdict,
                 "problems": node.problems,
+                "reported_as": node.reported_as,
                 "reported_at": moment,
             },
         )
@@ -653,12 +676,14 @@ def node_health_store(
 
 
 def node_health_refresh(*, client: PrometheusClient | None = None) -> list[NodeHealthReport]:
-    """Read every node's latest GPU metrics from Prometheus and store its health report."""
+    """Read every node's latest GPU metrics from Prometheus and store its health report, under
+    the node's name as the cluster gives it (:func:`node_resolver`)."""
     own_client = client is None
     prometheus = client or default_client()
     try:
         names = "|".join(HEALTH_METRICS)
         result = prometheus.query(f'{{__name__=~"{names}"}}')
+        exporters = exporter_targets(prometheus)
     finally:
         if own_client:
             prometheus.close()
@@ -668,4 +693,7 @@ def node_health_refresh(*, client: PrometheusClient | None = None) -> list[NodeH
         )
         for item in result
     ]
-    return node_health_store(core.node_health_from_samples(samples))
+    resolver = node_resolver()
+    return node_health_store(
+        core.node_health_from_samples(samples, resolver=resolver, exporters=exporters)
+    )
