@@ -8,4 +8,5 @@ pytest_plugins = [
     "tests.plugins.prometheus",
     "tests.plugins.browser",
     "tests.plugins.fuzz",
+    "tests.plugins.receivers",
 ]

@@ -64,6 +64,9 @@ LOG_ARCHIVE_PURGE: TaskRef[[]] = TaskRef("orchestration.log_archive_purge")
 TELEMETRY_INGEST: TaskRef[[]] = TaskRef("telemetry.ingest")
 TELEMETRY_NODE_HEALTH: TaskRef[[]] = TaskRef("telemetry.node_health")
 
+NOTICE_DELIVER: TaskRef[[int]] = TaskRef("notifications.deliver", ("delivery_id",))
+NOTICE_SWEEP: TaskRef[[]] = TaskRef("notifications.sweep")
+
 REGISTRY: tuple[TaskRef, ...] = (
     HEARTBEAT,
     SCHEDULING_CYCLE,
@@ -77,4 +80,6 @@ REGISTRY: tuple[TaskRef, ...] = (
     LOG_ARCHIVE_PURGE,
     TELEMETRY_INGEST,
     TELEMETRY_NODE_HEALTH,
+    NOTICE_DELIVER,
+    NOTICE_SWEEP,
 )

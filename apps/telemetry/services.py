@@ -13,7 +13,6 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -22,6 +21,8 @@ from apps.accounts.models import User
 from apps.accounts.selectors import team_leads
 from apps.audit.services import audited_delete, audited_save
 from apps.catalog.models import ClusterNode, GpuClass
+from apps.notifications.core import NoticeEvent
+from apps.notifications.services import notify
 from apps.orchestration import manifests as m
 from apps.orchestration import reads
 from apps.orchestration.errors import ClusterError
@@ -542,13 +543,23 @@ def _apply_idle_policy(
     }
     if decision.warn:
         suspend_at = decision.idle_since + policy.suspend_after
-        IdleNotice.objects.create(
+        warned = IdleNotice.objects.create(
             kind=IdleNotice.Kind.WARNED,
             message=(
                 f"Your notebook's GPU has been idle for {idle_for} ({below}). It will be "
                 f"suspended at {suspend_at:%H:%M} UTC unless it is used; your files are kept."
             ),
             **common,
+        )
+        model = Workload.objects.select_related("owner", "team").get(pk=workload.pk)
+        notify(
+            event=NoticeEvent.IDLE_WARNING,
+            users=[model.owner],
+            title=f"Notebook {model.name} will be suspended at {suspend_at:%H:%M} UTC",
+            body=warned.message,
+            key=f"idle-notice-{warned.pk}",
+            link=f"/workloads/{model.pk}/",
+            team=model.team,
         )
         usage.warned_at = now
         result.warned.append(workload.pk)
@@ -565,28 +576,20 @@ def _apply_idle_policy(
             f"{workload.get_kind_display()} {workload.name} holds {gpus:g} GPU that have been "
             f"idle for {idle_for} ({below}). Please check it, or cancel it to free the GPUs."
         )
-        IdleNotice.objects.create(kind=IdleNotice.Kind.FLAGGED, message=message, **common)
+        flagged = IdleNotice.objects.create(kind=IdleNotice.Kind.FLAGGED, message=message, **common)
         usage.flagged_at = now
         result.flagged.append(workload.pk)
-        _notify_owner_and_leads(
-            Workload.objects.select_related("owner").get(pk=workload.pk), message
+        model = Workload.objects.select_related("owner", "team").get(pk=workload.pk)
+        # Owner and team leads, each through the channels they chose (delivered on commit).
+        notify(
+            event=NoticeEvent.IDLE_WARNING,
+            users=[model.owner, *team_leads(model.team_id)],
+            title=f"Idle GPUs: {model.name} (#{model.pk})",
+            body=message,
+            key=f"idle-notice-{flagged.pk}",
+            link=f"/workloads/{model.pk}/",
+            team=model.team,
         )
-
-
-def _notify_owner_and_leads(workload: Workload, message: str) -> None:
-    leads = team_leads(workload.team_id).values_list("email", flat=True)
-    recipients = sorted({workload.owner.email, *leads} - {""})
-    if not recipients:
-        return
-    subject = f"[gpupaas] Idle GPUs: {workload.name} (#{workload.pk})"
-
-    def send() -> None:
-        try:
-            send_mail(subject, message, None, recipients)
-        except Exception as exc:  # a mail outage must not undo accounting
-            log.warning("could not mail %s about idle workload %s: %s", recipients, workload, exc)
-
-    transaction.on_commit(send)
 
 
 def telemetry_idle_suspend(

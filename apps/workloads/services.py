@@ -13,6 +13,8 @@ from apps.accounts.selectors import team_role
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
 from apps.common import taskqueue
+from apps.notifications.core import NoticeEvent
+from apps.notifications.services import notify
 from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload, WorkloadEvent
 from apps.workloads.selectors import request_context, workload_may_manage
@@ -247,10 +249,40 @@ def sweep_state_refresh(*, sweep_id: int) -> str | None:
             changes["finished_at"] = now
         Workload.objects.filter(pk=sweep.pk).update(**changes)
         if target != sweep.state:
-            WorkloadEvent.objects.create(
+            event = WorkloadEvent.objects.create(
                 workload=sweep, from_state=sweep.state, to_state=target, reason=reason[:500]
             )
+            _notify_owner(workload=sweep, event=event, actor=None)
     return target
+
+
+# The states a workload's owner hears about, and how they are told.
+_NOTICES: dict[str, tuple[NoticeEvent, str]] = {
+    core.ADMITTED: (NoticeEvent.ADMITTED, "{name} was admitted"),
+    core.RUNNING: (NoticeEvent.RUNNING, "{name} is running"),
+    core.SUCCEEDED: (NoticeEvent.FINISHED, "{name} finished"),
+    core.FAILED: (NoticeEvent.FAILED, "{name} failed"),
+    core.PREEMPTED: (NoticeEvent.PREEMPTED, "{name} was preempted"),
+    core.SUSPENDED: (NoticeEvent.SUSPENDED, "{name} was suspended"),
+}
+
+
+def _notify_owner(*, workload: Workload, event: WorkloadEvent, actor: User | None) -> None:
+    """Tell the owner about a change they did not make themselves (one notice per event row,
+    so a workload admitted twice, after a preemption, is told about twice)."""
+    told = _NOTICES.get(event.to_state)
+    if told is None or (actor is not None and actor.pk == workload.owner_id):
+        return
+    kind, title = told
+    notify(
+        event=kind,
+        users=[workload.owner],
+        title=title.format(name=f"{workload.get_kind_display()} {workload.name}"),
+        body=event.reason or f"Now {workload.get_state_display().lower()}.",
+        key=f"workload-event-{event.pk}",
+        link=f"/workloads/{workload.pk}/",
+        team=workload.team,
+    )
 
 
 def workload_transition(
@@ -284,11 +316,14 @@ def workload_transition(
         claimed = Workload.objects.filter(pk=workload.pk, state=current).update(**changes)
         if claimed != 1:
             return False
-        WorkloadEvent.objects.create(
+        event = WorkloadEvent.objects.create(
             workload=workload, from_state=current, to_state=to_state, reason=reason, actor=actor
         )
         if workload.sweep_id is not None:
             sweep_state_refresh(sweep_id=workload.sweep_id)
+        else:
+            # Trials are told about through their sweep, not one notice per trial.
+            _notify_owner(workload=workload, event=event, actor=actor)
     for field, value in changes.items():
         setattr(workload, field, value)
     return True

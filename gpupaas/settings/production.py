@@ -15,6 +15,9 @@ if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
     raise ImproperlyConfigured("SECRET_KEY must be at least 50 characters of random text.")
 if env_bool("DEBUG", False):
     raise ImproperlyConfigured("DEBUG cannot be turned on with production settings.")
+if env_bool("NOTIFY_WEBHOOK_ALLOW_LOOPBACK", False):
+    raise ImproperlyConfigured("NOTIFY_WEBHOOK_ALLOW_LOOPBACK cannot be on in production.")
+NOTIFY_WEBHOOK_ALLOW_LOOPBACK = False
 if base.DATABASES["default"]["ENGINE"] != base.POSTGRESQL_ENGINE:
     raise ImproperlyConfigured("Production needs PostgreSQL: set DATABASE_URL=postgres://…")
 

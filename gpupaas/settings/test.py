@@ -26,3 +26,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Test receivers (SMTP, webhooks) listen on loopback.
+NOTIFY_WEBHOOK_ALLOW_LOOPBACK = True
+NOTIFY_RETRY_BASE_SECONDS = 0

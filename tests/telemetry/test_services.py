@@ -10,9 +10,10 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.core import mail
 from django.test import Client
 
+from apps.notifications.core import NoticeEvent
+from apps.notifications.models import Delivery, Notice
 from apps.telemetry import core, services
 from apps.telemetry.models import IdleNotice, IdlePolicy, NodeHealthReport, UsageDay, WorkloadUsage
 from apps.workloads import core as wl
@@ -132,9 +133,14 @@ def test_idle_notebook_is_warned_then_suspended_by_the_system(cast: Cast) -> Non
     ingest(prom, index_for(notebook), T0)  # idle since T0 - 1 min
     ingest(prom, index_for(notebook), T0 + timedelta(minutes=19))
     assert IdleNotice.objects.filter(kind=IdleNotice.Kind.WARNED).count() == 1
+    [warning] = Notice.objects.filter(user=cast.owner, event=NoticeEvent.IDLE_WARNING)
+    assert warning.title == f"Notebook {notebook.name} will be suspended at 12:29 UTC"
     notebook.refresh_from_db()
     assert notebook.state == wl.RUNNING
     ingest(prom, index_for(notebook), T0 + timedelta(minutes=29))
+    [suspended] = Notice.objects.filter(user=cast.owner, event=NoticeEvent.SUSPENDED)
+    assert suspended.title == f"Notebook {notebook.name} was suspended"
+    assert suspended.body.startswith("Suspended after 30 minutes idle")
     notebook.refresh_from_db()
     assert notebook.state == wl.SUSPENDED
     assert notebook.last_reason.startswith("Suspended after 30 minutes idle (GPU < 5%)")
@@ -172,20 +178,22 @@ def test_team_policy_overrides_the_default(cast: Cast) -> None:
     assert WorkloadUsage.objects.get(workload=notebook).idle_since is not None
 
 
-def test_idle_training_job_is_flagged_to_owner_and_team_lead(cast: Cast) -> None:
+def test_idle_training_job_is_flagged_to_owner_and_team_lead(cast: Cast, settings: Any) -> None:
+    settings.NOTIFY_EMAIL_ENABLED = True
     job = running(cast)
     prom = FakePrometheus()
     prom.values[(cast.team.namespace, f"wl-{job.pk}-0")] = 0
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("django.db.transaction.on_commit", lambda fn, using=None: fn())
-        for minutes in (0, 10, 20, 30, 40, 50, 60, 70):
-            ingest(prom, index_for(job), T0 + timedelta(minutes=minutes))
+    for minutes in (0, 10, 20, 30, 40, 50, 60, 70):
+        ingest(prom, index_for(job), T0 + timedelta(minutes=minutes))
     job.refresh_from_db()
     assert job.state == wl.RUNNING
-    assert IdleNotice.objects.filter(workload=job, kind=IdleNotice.Kind.FLAGGED).count() == 1
-    assert len(mail.outbox) == 1
-    assert set(mail.outbox[0].to) == {cast.owner.email, cast.lead.email}
-    assert cast.teammate.email not in mail.outbox[0].to
+    flag = IdleNotice.objects.get(workload=job, kind=IdleNotice.Kind.FLAGGED)
+    told = Notice.objects.filter(key=f"idle-notice-{flag.pk}")
+    assert {n.user_id for n in told} == {cast.owner.pk, cast.lead.pk}
+    assert {n.event for n in told} == {NoticeEvent.IDLE_WARNING}
+    mails = Delivery.objects.filter(notice__in=told, channel="email")
+    assert {d.target for d in mails} == {cast.owner.email, cast.lead.email}
+    assert cast.teammate.email not in {d.target for d in mails}
 
 
 def test_pod_index_ignores_a_pod_labelled_for_a_workload_of_another_team(cast: Cast) -> None:

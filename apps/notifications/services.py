@@ -1,0 +1,247 @@
+"""Writes: make notices, deliver them, record what users chose and read.
+
+Other apps call :func:`notify`; it is safe inside their transactions, since delivery is only
+queued when the transaction commits (and a rolled-back change tells nobody).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from apps.accounts.models import Team, User
+from apps.audit.services import audit_record
+from apps.common import taskqueue
+from apps.notifications import core, selectors, transport
+from apps.notifications.models import Delivery, Notice, NotificationPreference
+
+log = logging.getLogger(__name__)
+
+_CLAIMED_TOO_LONG = timedelta(minutes=15)
+
+
+def _clip(value: str, limit: int) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def notify(
+    *,
+    event: str,
+    users: Iterable[User],
+    title: str,
+    body: str,
+    key: str,
+    link: str = "",
+    team: Team | None = None,
+) -> int:
+    """Tell each user once about ``key``: a notice (shown in the portal if they chose so) and a
+    delivery per other chosen channel, queued on commit. Returns how many notices were new;
+    a (user, key) told before is skipped, even when two callers race."""
+    kind = core.NoticeEvent(event)
+    if not key or len(key) > core.KEY_MAX_LENGTH:
+        raise ValueError(f"A notice key has 1 to {core.KEY_MAX_LENGTH} characters.")
+    people = {u.pk: u for u in users if u.pk is not None and u.is_active}
+    if not people:
+        return 0
+    told = set(Notice.objects.filter(user_id__in=people, key=key).values_list("user_id", flat=True))
+    prefs = selectors.preferences_of_many(u for pk, u in people.items() if pk not in told)
+    created = 0
+    for pk, pref in prefs.items():
+        channels = core.channels_for(pref, kind)
+        if not settings.NOTIFY_EMAIL_ENABLED:
+            channels -= {core.Channel.EMAIL}
+        try:
+            # A savepoint each: the unique (user, key) turns a racing second caller into a
+            # no-op for that user without undoing the others or the caller's transaction.
+            with transaction.atomic():
+                notice = Notice.objects.create(
+                    user_id=pk,
+                    team=team,
+                    event=kind.value,
+                    title=_clip(title, core.TITLE_MAX_LENGTH),
+                    body=_clip(body, core.BODY_MAX_LENGTH),
+                    link=_clip(link, core.LINK_MAX_LENGTH),
+                    key=key,
+                    in_portal=core.Channel.PORTAL in channels,
+                )
+                deliveries = [
+                    Delivery(notice=notice, channel=channel.value, target=target)
+                    for channel, target in (
+                        (core.Channel.EMAIL, pref.email_address),
+                        (core.Channel.WEBHOOK, pref.webhook_url),
+                    )
+                    if channel in channels
+                ]
+                Delivery.objects.bulk_create(deliveries)
+        except IntegrityError:
+            continue
+        created += 1
+        for delivery in deliveries:
+            taskqueue.NOTICE_DELIVER.on_commit(delivery.pk)
+    return created
+
+
+# --- delivery -----------------------------------------------------------------------------------
+
+
+class RetryLater(Exception):
+    """The attempt failed for now; try again after ``countdown`` seconds."""
+
+    def __init__(self, countdown: int, reason: str) -> None:
+        super().__init__(reason)
+        self.countdown = countdown
+
+
+def _absolute(link: str) -> str:
+    if link.startswith("/") and settings.PORTAL_URL:
+        return f"{settings.PORTAL_URL}{link}"
+    return link
+
+
+def delivery_attempt(*, delivery_id: int) -> str:
+    """Send one delivery if it is due and nobody else holds it. Returns its status after the
+    attempt, or "skipped"; raises :class:`RetryLater` when a later attempt may succeed."""
+    now = timezone.now()
+    # The claim is one conditional update: of two workers (or a retry racing the periodic
+    # pass) only the one that moved the row from pending to sending sends it.
+    claimed = Delivery.objects.filter(
+        pk=delivery_id, status=core.DeliveryStatus.PENDING, next_attempt_at__lte=now
+    ).update(status=core.DeliveryStatus.SENDING, attempts=F("attempts") + 1, claimed_at=now)
+    if not claimed:
+        return "skipped"
+    delivery = Delivery.objects.select_related("notice").get(pk=delivery_id)
+    notice = delivery.notice
+    event = core.NoticeEvent(notice.event)
+    link = _absolute(notice.link)
+    try:
+        if delivery.channel == core.Channel.EMAIL:
+            message = core.email_message(
+                event=event,
+                title=notice.title,
+                body=notice.body,
+                link=link,
+                site_name=settings.NOTIFY_SITE_NAME,
+                prefs_url=_absolute("/notifications/preferences/"),
+            )
+            transport.send_email(to=delivery.target, message=message)
+        else:
+            payload = core.webhook_payload(
+                event=event, title=notice.title, body=notice.body, link=link
+            )
+            transport.post_webhook(url=delivery.target, payload=payload)
+    except transport.PermanentError as exc:
+        _finish(delivery, core.DeliveryStatus.FAILED, str(exc))
+        return core.DeliveryStatus.FAILED
+    except transport.TransientError as exc:
+        if delivery.attempts >= settings.NOTIFY_MAX_ATTEMPTS:
+            _finish(delivery, core.DeliveryStatus.FAILED, f"gave up: {exc}")
+            return core.DeliveryStatus.FAILED
+        delay = core.retry_delay_seconds(delivery.attempts, base=settings.NOTIFY_RETRY_BASE_SECONDS)
+        Delivery.objects.filter(pk=delivery.pk, status=core.DeliveryStatus.SENDING).update(
+            status=core.DeliveryStatus.PENDING,
+            last_error=_clip(str(exc), 500),
+            next_attempt_at=timezone.now() + timedelta(seconds=delay),
+        )
+        raise RetryLater(delay, str(exc)) from exc
+    _finish(delivery, core.DeliveryStatus.SENT, "")
+    return core.DeliveryStatus.SENT
+
+
+def _finish(delivery: Delivery, status: core.DeliveryStatus, error: str) -> None:
+    Delivery.objects.filter(pk=delivery.pk, status=core.DeliveryStatus.SENDING).update(
+        status=status,
+        last_error=_clip(error, 500),
+        sent_at=timezone.now() if status == core.DeliveryStatus.SENT else None,
+    )
+    if status == core.DeliveryStatus.FAILED:
+        log.warning(
+            "notice %s by %s not delivered: %s", delivery.notice_id, delivery.channel, error
+        )
+
+
+def deliveries_sweep() -> int:
+    """The periodic pass: queue deliveries whose attempt is overdue (their queued task was
+    lost), and give up on claims left by a worker that died mid-send. Those are not sent
+    again: the message may have left, and a notice is never sent twice."""
+    now = timezone.now()
+    Delivery.objects.filter(
+        status=core.DeliveryStatus.SENDING, claimed_at__lt=now - _CLAIMED_TOO_LONG
+    ).update(
+        status=core.DeliveryStatus.FAILED,
+        last_error="interrupted while sending; not sent again so that it is never sent twice",
+    )
+    due = list(
+        selectors.deliveries_due(before=now - timedelta(seconds=60)).values_list("pk", flat=True)[
+            :500
+        ]
+    )
+    for pk in due:
+        taskqueue.NOTICE_DELIVER.send(pk)
+    return len(due)
+
+
+# --- what users choose and read -----------------------------------------------------------------
+
+
+def notification_preferences_set(
+    *,
+    actor: User,
+    email_events: Sequence[str],
+    webhook_events: Sequence[str],
+    portal_events: Sequence[str],
+    webhook_url: str,
+    source_ip: str | None = None,
+) -> NotificationPreference:
+    """Record the actor's own choices. Unknown events raise ``ValueError``; a webhook URL the
+    platform will not call raises :class:`core.WebhookUrlError` (both with a readable message)."""
+    events = {
+        "email_events": sorted(core.parse_events(email_events)),
+        "webhook_events": sorted(core.parse_events(webhook_events)),
+        "portal_events": sorted(core.parse_events(portal_events)),
+    }
+    url = (
+        core.webhook_url_check(webhook_url, allow_loopback=settings.NOTIFY_WEBHOOK_ALLOW_LOOPBACK)
+        if webhook_url.strip()
+        else ""
+    )
+    if events["webhook_events"] and not url:
+        raise core.WebhookUrlError("Give a webhook URL, or choose no events for the webhook.")
+    with transaction.atomic():
+        row, _ = NotificationPreference.objects.select_for_update().get_or_create(user=actor)
+        before = {k: getattr(row, k) for k in (*events, "webhook_url")}
+        for name, value in events.items():
+            setattr(row, name, [str(v) for v in value])
+        row.webhook_url = url
+        row.updated_at = timezone.now()
+        row.save()
+        after = {k: getattr(row, k) for k in (*events, "webhook_url")}
+        if before != after:
+            audit_record(
+                actor=actor,
+                action="notifications.preferences.update",
+                obj=row,
+                source_ip=source_ip,
+                details={
+                    "changed": {
+                        k: {"from": before[k], "to": after[k]}
+                        for k in after
+                        if before[k] != after[k]
+                    }
+                },
+            )
+    return row
+
+
+def notices_mark_read(*, user: User, ids: Iterable[int] | None = None) -> int:
+    """Mark the user's notices read (all unread ones when ``ids`` is None); returns how many.
+    Ids of other users' notices are ignored."""
+    rows = Notice.objects.filter(user=user, read_at__isnull=True)
+    if ids is not None:
+        rows = rows.filter(pk__in=list(ids))
+    return rows.update(read_at=timezone.now())
