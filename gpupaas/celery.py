@@ -35,6 +35,7 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("telemetry ingest", settings.TELEMETRY_INGEST_SECONDS, taskqueue.TELEMETRY_INGEST),
         ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, taskqueue.TELEMETRY_NODE_HEALTH),
         ("scheduling cycle", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.SCHEDULING_CYCLE),
+        ("node drain", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.NODE_DRAIN_PASS),
         ("notice sweep", settings.NOTIFY_SWEEP_SECONDS, taskqueue.NOTICE_SWEEP),
     ]
     for name, seconds, task in schedule:

@@ -49,6 +49,7 @@ class TaskRef(Generic[P]):
 HEARTBEAT: TaskRef[[]] = TaskRef("platform.heartbeat")
 
 SCHEDULING_CYCLE: TaskRef[[]] = TaskRef("scheduling.run_cycle")
+NODE_DRAIN_PASS: TaskRef[[]] = TaskRef("scheduling.node_drain_pass")
 
 TEAM_NAMESPACE_ENSURE: TaskRef[[int]] = TaskRef("orchestration.team_namespace_ensure", ("team_id",))
 CLUSTER_SETUP: TaskRef[[int]] = TaskRef("orchestration.cluster_setup", ("cluster_id",))
@@ -70,6 +71,7 @@ NOTICE_SWEEP: TaskRef[[]] = TaskRef("notifications.sweep")
 REGISTRY: tuple[TaskRef, ...] = (
     HEARTBEAT,
     SCHEDULING_CYCLE,
+    NODE_DRAIN_PASS,
     TEAM_NAMESPACE_ENSURE,
     CLUSTER_SETUP,
     WORKLOAD_RECONCILE,

@@ -6,8 +6,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
+from django.utils import timezone
 
 from apps.catalog.models import ClusterNode, GpuClass
+from apps.catalog.selectors import node_blockers
 from apps.quotas.models import TeamQuota
 from apps.scheduling.data import (
     GpuClassSpec,
@@ -24,6 +26,8 @@ from apps.scheduling.fairshare import UsageInterval, decayed_usage
 from apps.workloads import core as workload_core
 from apps.workloads.models import Workload
 
+# How a workload moved off a drained node is told; it goes back to the queue after its grace.
+DRAIN_PREFIX = "Node drain:"
 # Past usage older than this many half-lives weighs under 2%: not worth reading.
 HISTORY_HALF_LIVES = 6
 
@@ -32,13 +36,17 @@ def class_spec(gpu_class: GpuClass) -> GpuClassSpec:
     return gpu_class.spec()
 
 
-def node_specs(gpu_class: GpuClass | None = None) -> list[NodeSpec]:
-    """Schedulable, ready GPU nodes of enabled clusters, as the scheduler sees them."""
+def node_specs(gpu_class: GpuClass | None = None, *, now: datetime | None = None) -> list[NodeSpec]:
+    """GPU nodes of enabled clusters that take new work, as the scheduler sees them: not
+    cordoned, Ready, health check not failed, not in maintenance
+    (:func:`apps.catalog.selectors.node_blockers` says why a node is left out)."""
     qs = ClusterNode.objects.filter(
         cluster__enabled=True, gpu_class__isnull=False, schedulable=True, ready=True
     ).select_related("cluster", "gpu_class")
     if gpu_class is not None:
         qs = qs.filter(gpu_class=gpu_class)
+    nodes = list(qs.order_by("cluster__name", "name"))
+    blocked = node_blockers(nodes, now=now or timezone.now())
     return [
         NodeSpec(
             name=n.name,
@@ -50,7 +58,8 @@ def node_specs(gpu_class: GpuClass | None = None) -> list[NodeSpec]:
             mig_layout=tuple(n.mig_layout or ()),
             gpu_uuids=tuple(n.gpu_uuids or ()),
         )
-        for n in qs.order_by("cluster__name", "name")
+        for n in nodes
+        if n.pk not in blocked
     ]
 
 
@@ -200,11 +209,23 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
     ]
     preempted = [
         PreemptedWorkload(
-            id=pk, preempted_at=at or now, requeue=requeue, priority=priority, sweep=sweep
+            id=pk,
+            preempted_at=at or now,
+            # Moved off a drained node: back to the queue whatever was chosen for preemption.
+            requeue=requeue or (reason or "").startswith(DRAIN_PREFIX),
+            priority=priority,
+            sweep=sweep,
         )
-        for pk, at, requeue, priority, sweep in units.filter(state=workload_core.PREEMPTED)
+        for pk, at, requeue, priority, sweep, reason in units.filter(state=workload_core.PREEMPTED)
         .order_by("id")
-        .values_list("id", "preempted_at", "requeue_on_preemption", "priority_class", "sweep_id")
+        .values_list(
+            "id",
+            "preempted_at",
+            "requeue_on_preemption",
+            "priority_class",
+            "sweep_id",
+            "last_reason",
+        )
     ]
     sweeps = {w.sweep for w in waiting if w.sweep is not None}
     parallelism = {
@@ -214,7 +235,7 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
     return Snapshot(
         now=now,
         classes=tuple(class_spec(c) for c in GpuClass.objects.order_by("name")),
-        nodes=tuple(node_specs()),
+        nodes=tuple(node_specs(now=now)),
         running=tuple(running),
         waiting=tuple(waiting),
         quotas=tuple(

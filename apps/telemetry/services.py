@@ -642,7 +642,8 @@ HEALTH_METRICS = (
 def node_health_store(
     nodes: Mapping[str, core.NodeHealth], *, now: datetime | None = None
 ) -> list[NodeHealthReport]:
-    """Judge and store each node's report, against the inventory's GPU count where known."""
+    """Judge and store each node's report, against the inventory's GPU count where known; the
+    verdict goes onto the inventory's node too (a failed one gets no new placements)."""
     moment = now or timezone.now()
     inventory = {n.name: n for n in ClusterNode.objects.filter(name__in=list(nodes))}
     stored = []
@@ -674,6 +675,11 @@ def node_health_store(
                 "reported_at": moment,
             },
         )
+        if known is not None:
+            # The scheduler reads the verdict from the inventory: a failed node takes no work.
+            ClusterNode.objects.filter(pk=known.pk).update(
+                health_verdict=node.verdict, health_problems=node.problems[:20]
+            )
         stored.append(report)
     return stored
 
