@@ -149,7 +149,22 @@ class Cluster(models.Model):
         help_text="Path of the kubeconfig file on the portal and worker hosts (never its content).",
     )
     kubeconfig_context = models.CharField(max_length=200, blank=True)
-    role = models.CharField(max_length=8, choices=Role.choices, default=Role.HUB)
+    role = models.CharField(
+        max_length=8,
+        choices=Role.choices,
+        default=Role.HUB,
+        help_text="Hub and spoke clusters serve every request; a burst cluster only work that "
+        "could not start on them within its class's burst wait, of teams that may burst.",
+    )
+    gpu_hourly_cost = models.DecimalField(
+        "GPU-hour price",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Price of one GPU-hour here, if not the class's (a burst cloud's price).",
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
 

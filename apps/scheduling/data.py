@@ -212,6 +212,10 @@ class Snapshot:
     # Per sweep: how many of its trials may hold GPUs at once (running, admitted in this
     # cycle, or preempted and still in their grace period). A sweep not named: no cap.
     parallelism: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}))
+    # Clusters that take work only as a burst, and the waiting workloads that may burst now
+    # (their team allows it and they waited longer than their class's burst wait).
+    burst_clusters: frozenset[str] = frozenset()
+    may_burst: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

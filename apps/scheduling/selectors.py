@@ -5,12 +5,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.catalog.models import ClusterNode, GpuClass
+from apps.accounts.models import Team
+from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.catalog.selectors import node_blockers
 from apps.quotas.models import TeamQuota
+from apps.scheduling.burst import BurstTerms, may_burst
 from apps.scheduling.data import (
     GpuClassSpec,
     NodeSpec,
@@ -188,7 +191,30 @@ def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str]
     return decayed_usage(intervals, now=now, half_life_seconds=half_life_seconds)
 
 
-def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
+def burst_terms() -> BurstTerms:
+    """Burst clusters (enabled, with their prices), the teams that may burst, and the waits."""
+    clusters = dict(
+        Cluster.objects.filter(enabled=True, role=Cluster.Role.BURST).values_list(
+            "name", "gpu_hourly_cost"
+        )
+    )
+    capacity: dict[str, set[str]] = {}
+    for class_name, cluster in ClusterNode.objects.filter(
+        cluster__name__in=list(clusters), gpu_class__isnull=False, gpu_count__gt=0
+    ).values_list("gpu_class__name", "cluster__name"):
+        capacity.setdefault(class_name, set()).add(cluster)
+    return BurstTerms(
+        clusters=clusters,
+        class_prices=dict(GpuClass.objects.values_list("name", "hourly_cost")),
+        teams=frozenset(Team.objects.filter(allow_burst=True).values_list("name", flat=True)),
+        waits=dict(settings.SCHEDULING_BURST_WAIT_SECONDS),
+        capacity={c: frozenset(names) for c, names in capacity.items()},
+    )
+
+
+def scheduling_snapshot(
+    *, now: datetime, half_life_seconds: int, burst: BurstTerms | None = None
+) -> Snapshot:
     """Everything one cycle decides on, read in a handful of queries.
 
     Sweeps themselves hold no GPUs: their trials are the units (each with its sweep's id, and
@@ -245,6 +271,8 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
         past_usage_milli=past_usage(now=now, half_life_seconds=half_life_seconds),
         preempted=tuple(preempted),
         parallelism=parallelism,
+        burst_clusters=frozenset(burst.clusters) if burst else frozenset(),
+        may_burst=frozenset(may_burst(tuple(waiting), burst, now)) if burst else frozenset(),
     )
 
 

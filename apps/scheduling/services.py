@@ -17,7 +17,7 @@ from apps.catalog.models import Cluster, GpuClass
 from apps.catalog.selectors import nodes_being_drained as node_maintenance_draining
 from apps.notifications.core import NoticeEvent
 from apps.notifications.services import notify
-from apps.scheduling import core, handoff, selectors
+from apps.scheduling import burst, core, handoff, selectors
 from apps.scheduling.data import (
     BATCH,
     DEVELOPMENT,
@@ -84,10 +84,13 @@ def scheduling_cycle_run(*, now: datetime | None = None) -> CycleRun:
     with transaction.atomic():
         _lock_cycle()
         now = now or timezone.now()
+        burst_terms = selectors.burst_terms()
         snapshot = selectors.scheduling_snapshot(
-            now=now, half_life_seconds=settings.SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS
+            now=now,
+            half_life_seconds=settings.SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS,
+            burst=burst_terms,
         )
-        result = core.schedule(snapshot, scheduling_policy())
+        result = burst.annotate(core.schedule(snapshot, scheduling_policy()), snapshot, burst_terms)
         uuids = {(n.cluster, n.name): n.gpu_uuids for n in snapshot.nodes}
         run = _persist(result, now=now, uuids=uuids)
         decisions = handoff.Decisions(
