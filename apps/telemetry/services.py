@@ -20,7 +20,7 @@ from django.utils import timezone
 from apps.accounts.models import User
 from apps.accounts.selectors import team_leads
 from apps.audit.services import audited_delete, audited_save
-from apps.catalog.models import ClusterNode, GpuClass
+from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.notifications.core import NoticeEvent
 from apps.notifications.services import notify
 from apps.orchestration import manifests as m
@@ -204,6 +204,7 @@ class Held:
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    cluster_id: int | None  # where it runs: a burst cluster may price GPU-hours its own way
 
     @property
     def total_milli(self) -> int:
@@ -339,6 +340,9 @@ def _account(
 ) -> None:
     usages = _usage_states([w.pk for w in workloads])
     hourly = dict(GpuClass.objects.values_list("pk", "hourly_cost"))
+    cluster_hourly = dict(
+        Cluster.objects.filter(gpu_hourly_cost__isnull=False).values_list("pk", "gpu_hourly_cost")
+    )
     segments = _day_segments(window_start, now)
     policies = PolicyBook()
     usage_rows: list[UsageState] = []
@@ -361,7 +365,8 @@ def _account(
             # Unmeasured is no data: neither used nor idle.
             unmeasured = allocated if utilisation is None else 0.0
             used = allocated * (utilisation or 0.0)
-            cost = core.price(allocated, hourly[workload.gpu_class_id])
+            price = cluster_hourly.get(workload.cluster_id, hourly[workload.gpu_class_id])
+            cost = core.price(allocated, price)
             increments.append(DayIncrement(workload, day, allocated, used, unmeasured, cost))
             usage.allocated_gpu_seconds += allocated
             usage.used_gpu_seconds += used
