@@ -340,9 +340,13 @@ def _account(
 ) -> None:
     usages = _usage_states([w.pk for w in workloads])
     hourly = dict(GpuClass.objects.values_list("pk", "hourly_cost"))
-    cluster_hourly = dict(
-        Cluster.objects.filter(gpu_hourly_cost__isnull=False).values_list("pk", "gpu_hourly_cost")
-    )
+    cluster_hourly: dict[int | None, Decimal] = {
+        pk: cost
+        for pk, cost in Cluster.objects.filter(gpu_hourly_cost__isnull=False).values_list(
+            "pk", "gpu_hourly_cost"
+        )
+        if cost is not None
+    }
     segments = _day_segments(window_start, now)
     policies = PolicyBook()
     usage_rows: list[UsageState] = []
