@@ -31,6 +31,7 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("reconcile", settings.ORCHESTRATION_RECONCILE_SECONDS, taskqueue.RECONCILE_ALL),
         ("status sync", settings.ORCHESTRATION_STATUS_SYNC_SECONDS, taskqueue.STATUS_SYNC_ALL),
         ("inventory", settings.ORCHESTRATION_INVENTORY_SECONDS, taskqueue.INVENTORY_SYNC_ALL),
+        ("drift repair", settings.ORCHESTRATION_DRIFT_REPAIR_SECONDS, taskqueue.DRIFT_REPAIR_ALL),
         ("log archive purge", LOG_ARCHIVE_PURGE_SECONDS, taskqueue.LOG_ARCHIVE_PURGE),
         ("telemetry ingest", settings.TELEMETRY_INGEST_SECONDS, taskqueue.TELEMETRY_INGEST),
         ("node health", settings.TELEMETRY_NODE_HEALTH_SECONDS, taskqueue.TELEMETRY_NODE_HEALTH),

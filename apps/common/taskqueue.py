@@ -60,6 +60,7 @@ CREDENTIAL_REMOVE: TaskRef[[str, str]] = TaskRef(
 RECONCILE_ALL: TaskRef[[]] = TaskRef("orchestration.reconcile_all")
 STATUS_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.status_sync_all")
 INVENTORY_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.inventory_sync_all")
+DRIFT_REPAIR_ALL: TaskRef[[]] = TaskRef("orchestration.drift_repair_all")
 LOG_ARCHIVE_PURGE: TaskRef[[]] = TaskRef("orchestration.log_archive_purge")
 
 TELEMETRY_INGEST: TaskRef[[]] = TaskRef("telemetry.ingest")
@@ -79,6 +80,7 @@ REGISTRY: tuple[TaskRef, ...] = (
     RECONCILE_ALL,
     STATUS_SYNC_ALL,
     INVENTORY_SYNC_ALL,
+    DRIFT_REPAIR_ALL,
     LOG_ARCHIVE_PURGE,
     TELEMETRY_INGEST,
     TELEMETRY_NODE_HEALTH,

@@ -289,6 +289,9 @@ DEV_LOGIN_USERS: list[str] = []
 # Clusters are registered in the admin (catalog → clusters). These tune how the workers
 # converge them and what notebooks look like from outside.
 ORCHESTRATION_RECONCILE_SECONDS = env_int("ORCHESTRATION_RECONCILE_SECONDS", 15, minimum=1)
+# How often team namespaces, quotas, limit ranges, network policies and priority classes
+# changed or deleted by hand are restored.
+ORCHESTRATION_DRIFT_REPAIR_SECONDS = env_int("ORCHESTRATION_DRIFT_REPAIR_SECONDS", 120, minimum=5)
 ORCHESTRATION_STATUS_SYNC_SECONDS = env_int("ORCHESTRATION_STATUS_SYNC_SECONDS", 3, minimum=1)
 ORCHESTRATION_INVENTORY_SECONDS = env_int("ORCHESTRATION_INVENTORY_SECONDS", 60, minimum=5)
 NOTEBOOK_HOST = env_str("NOTEBOOK_HOST", "")
