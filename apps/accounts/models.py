@@ -91,6 +91,7 @@ class Team(models.Model):
     allow_burst = models.BooleanField(
         "may burst",
         default=False,
+        db_default=False,
         help_text="Work that could not start on the hub and spoke clusters within its class's "
         "burst wait may run on a burst cluster, at that cluster's GPU price.",
     )

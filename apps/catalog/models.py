@@ -213,8 +213,8 @@ class ClusterNode(models.Model):
     ready = models.BooleanField(default=True)
     last_seen_at = models.DateTimeField(default=timezone.now)
     # The node's acceptance check as its GPU exporter last reported it ("" when never).
-    health_verdict = models.CharField(max_length=8, blank=True, default="")
-    health_problems = models.JSONField(default=list, blank=True)
+    health_verdict = models.CharField(max_length=8, blank=True, default="", db_default="")
+    health_problems = models.JSONField(default=list, blank=True, db_default=[])
 
     class Meta:
         ordering = ["cluster__name", "name"]

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from apps.catalog import core
 from apps.catalog.models import ClusterNode, GpuClass, Image, NodeMaintenance
@@ -15,11 +16,14 @@ def gpu_classes_offered() -> QuerySet[GpuClass]:
     return GpuClass.objects.filter(enabled=True).order_by("name")
 
 
-def ready_nodes(gpu_class: GpuClass) -> QuerySet[ClusterNode]:
-    """The class's schedulable, ready nodes of enabled clusters: where it can run now."""
-    return ClusterNode.objects.filter(
+def ready_nodes(gpu_class: GpuClass, *, now: datetime | None = None) -> QuerySet[ClusterNode]:
+    """The class's nodes of enabled clusters that take work now: where it can run (not
+    cordoned, Ready, health check not failed, not in maintenance: :func:`node_blockers`)."""
+    nodes = ClusterNode.objects.filter(
         cluster__enabled=True, gpu_class=gpu_class, schedulable=True, ready=True
     ).order_by("cluster__name", "name")
+    blocked = node_blockers(nodes, now=now or timezone.now())
+    return nodes.exclude(pk__in=list(blocked))
 
 
 def sharing_class_names(*, besides: GpuClass | None = None) -> list[str]:

@@ -118,6 +118,7 @@ class UsageDay(models.Model):
     used_gpu_seconds = models.FloatField(default=0.0)
     unmeasured_gpu_seconds = models.FloatField(
         default=0.0,
+        db_default=0.0,
         help_text="Allocated GPU-seconds without a measurement: no data, neither used nor idle.",
     )
     cost = models.DecimalField(max_digits=14, decimal_places=4, default=Decimal("0"))
@@ -213,7 +214,10 @@ class NodeHealthReport(models.Model):
     verdict = models.CharField(max_length=8, choices=Verdict.choices, default=Verdict.OK)
     problems = models.JSONField(default=list, blank=True)
     reported_as = models.JSONField(
-        default=list, blank=True, help_text="What the exporter calls this node, if not its name."
+        default=list,
+        db_default=[],
+        blank=True,
+        help_text="What the exporter calls this node, if not its name.",
     )
     reported_at = models.DateTimeField(default=timezone.now)
 
