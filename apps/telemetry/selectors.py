@@ -206,6 +206,7 @@ class HeatCell:
     utilisation: float | None
     pods: list[str] = field(default_factory=list)
     workloads: list[tuple[int, str]] = field(default_factory=list)
+    reported: bool = True  # False: in the inventory, but its exporter reports nothing
 
     @property
     def percent(self) -> int | None:
@@ -317,6 +318,16 @@ def heatmap(client: PrometheusClient, viewer: User) -> list[HeatNode]:
             cell.utilisation = max(cell.utilisation or 0.0, value)
         if owner in visible:
             cell.workloads.append((owner, visible[owner]))
+    # GPUs the inventory knows that no exporter reports: shown, as "no data".
+    seen = {(host, uuid) for host, uuid, _ in devices}
+    for name, uuids in ClusterNode.objects.filter(cluster__enabled=True).values_list(
+        "name", "gpu_uuids"
+    ):
+        for index, uuid in enumerate(uuids or ()):
+            if (name, str(uuid)) not in seen:
+                key = (name, str(uuid), "")
+                devices[key] = HeatCell(label=f"GPU {index}", utilisation=None, reported=False)
+                order[key] = (index, 0)
     nodes: dict[str, list[tuple[tuple[int, int], HeatCell]]] = defaultdict(list)
     for key, cell in devices.items():
         nodes[key[0]].append((order[key], cell))

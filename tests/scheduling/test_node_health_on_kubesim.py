@@ -28,7 +28,7 @@ from apps.telemetry import core as telemetry
 from apps.telemetry.services import node_health_store
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from apps.workloads.services import workload_submit
+from apps.workloads.services import workload_cancel, workload_submit
 from tests.factories import GpuClassFactory, ImageFactory, UserFactory
 from tests.orchestration.test_on_kubesim import cluster, core_api, team  # noqa: F401 - fixtures
 from tests.orchestration.test_preemption_on_kubesim import pods_of, run_until
@@ -190,3 +190,8 @@ def test_unhealthy_cordoned_and_maintained_nodes_get_no_work_and_a_drain_requeue
     assert placed_nodes(training) == {"h100-0"}
     services.workload_reconcile(workload_id=training.pk)
     run_until(training, cluster, wl.RUNNING)
+
+    # Leave the shared cluster's GPUs free for the next test.
+    workload_cancel(actor=owner, workload=training)
+    services.workload_reconcile(workload_id=training.pk)
+    wait_for(lambda: not pods_of(core_api, training), timeout=30)

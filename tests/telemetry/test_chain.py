@@ -490,6 +490,13 @@ def test_every_gpu_is_on_the_heat_map_and_mig_cells_carry_their_instance(
         per_gpu = len(node.mig_layout) if node.mig_layout else 1
         expected = node.gpu_count * per_gpu
         assert len(nodes[node.name].cells) == expected, node.name
+    # A node of the inventory whose exporter reports nothing still shows its GPUs: no data.
+    cluster.nodes.create(name="silent-0", gpu_count=2, gpu_uuids=["GPU-silent-0", "GPU-silent-1"])
+    silent = {n.hostname: n for n in heatmap(prometheus, viewer)}["silent-0"]
+    assert [(c.label, c.reported, c.utilisation) for c in silent.cells] == [
+        ("GPU 0", False, None),
+        ("GPU 1", False, None),
+    ]
     mig = next(n for name, n in nodes.items() if name.startswith("a100-mig"))
     labels = [c.label for c in mig.cells]
     assert len(set(labels)) == len(labels), labels  # every instance its own cell

@@ -31,6 +31,8 @@ def heat_class(cell: selectors.HeatCell) -> str:
     """The heat map's colour class of a GPU: ``heat-free`` when nothing is on it, else
     ``heat-nodata`` when its GPU exports no utilisation, else ``heat-0`` (idle, red) …
     ``heat-10`` (busy, green) by tenths of utilisation."""
+    if not cell.reported:
+        return "heat-nodata"
     if not cell.pods:
         return "heat-free"
     if cell.utilisation is None:
