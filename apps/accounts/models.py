@@ -88,6 +88,13 @@ class Team(models.Model):
         blank=True,
         help_text="Members of this group become team leads.",
     )
+    allow_burst = models.BooleanField(
+        "may burst",
+        default=False,
+        db_default=False,
+        help_text="Work that could not start on the hub and spoke clusters within its class's "
+        "burst wait may run on a burst cluster, at that cluster's GPU price.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 SHARING_WHOLE = "whole"
@@ -133,3 +134,45 @@ def image_reference_problem(reference: str) -> str | None:
             "registry.example.com/team/pytorch:2.4 or ghcr.io/org/image@sha256:…"
         )
     return None
+
+
+# --- nodes that take no new work ---------------------------------------------------------
+
+HEALTH_FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class MaintenanceWindow:
+    starts_at: datetime
+    ends_at: datetime
+    reason: str
+    drain: bool = True
+
+
+def node_blockers(
+    *,
+    schedulable: bool,
+    ready: bool,
+    health_verdict: str,
+    health_problems: Sequence[str],
+    windows: Sequence[MaintenanceWindow],
+    now: datetime,
+) -> list[str]:
+    """Why a node takes no new placements now, for people; empty when it does. A cordoned or
+    NotReady node, one whose health or acceptance check failed, and one in a maintenance
+    window take none."""
+    reasons: list[str] = []
+    if not schedulable:
+        reasons.append("Cordoned in the cluster (spec.unschedulable).")
+    if not ready:
+        reasons.append("NotReady: the kubelet does not report the node Ready.")
+    if health_verdict == HEALTH_FAILED:
+        detail = "; ".join(str(p) for p in health_problems[:3]) or "no detail"
+        reasons.append(f"Health check failed: {detail}")
+    for window in windows:
+        if window.starts_at <= now < window.ends_at:
+            action = "draining" if window.drain else "no new work"
+            reasons.append(
+                f"Maintenance until {window.ends_at:%Y-%m-%d %H:%M} UTC ({action}): {window.reason}"
+            )
+    return reasons

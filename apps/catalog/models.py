@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -149,7 +150,22 @@ class Cluster(models.Model):
         help_text="Path of the kubeconfig file on the portal and worker hosts (never its content).",
     )
     kubeconfig_context = models.CharField(max_length=200, blank=True)
-    role = models.CharField(max_length=8, choices=Role.choices, default=Role.HUB)
+    role = models.CharField(
+        max_length=8,
+        choices=Role.choices,
+        default=Role.HUB,
+        help_text="Hub and spoke clusters serve every request; a burst cluster only work that "
+        "could not start on them within its class's burst wait, of teams that may burst.",
+    )
+    gpu_hourly_cost = models.DecimalField(
+        "GPU-hour price",
+        max_digits=10,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Price of one GPU-hour here, if not the class's (a burst cloud's price).",
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -197,6 +213,9 @@ class ClusterNode(models.Model):
     schedulable = models.BooleanField(default=True)
     ready = models.BooleanField(default=True)
     last_seen_at = models.DateTimeField(default=timezone.now)
+    # The node's acceptance check as its GPU exporter last reported it ("" when never).
+    health_verdict = models.CharField(max_length=8, blank=True, default="", db_default="")
+    health_problems = models.JSONField(default=list, blank=True, db_default=[])
 
     class Meta:
         ordering = ["cluster__name", "name"]
@@ -206,3 +225,42 @@ class ClusterNode(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}/{self.name}"
+
+
+class NodeMaintenance(models.Model):
+    """A window during which a node takes no new work; with ``drain``, what runs there is given
+    its class's notice and goes back to the queue when the window opens."""
+
+    node = models.ForeignKey(
+        ClusterNode, on_delete=models.CASCADE, related_name="maintenance_windows"
+    )
+    starts_at = models.DateTimeField(default=timezone.now)
+    ends_at = models.DateTimeField()
+    reason = models.CharField(max_length=300)
+    drain = models.BooleanField(
+        default=True,
+        help_text="Move running workloads off the node when the window opens (with notice).",
+    )
+    created_by = models.ForeignKey(
+        "accounts.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["starts_at", "pk"]
+        indexes = [models.Index(fields=["ends_at"], name="node_maintenance_end_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%Y-%m-%d %H:%M}"
+
+    def clean(self) -> None:
+        if self.starts_at and self.ends_at and self.ends_at <= self.starts_at:
+            raise ValidationError({"ends_at": "A maintenance window ends after it starts."})
+        if self.ends_at and self.ends_at - (self.starts_at or self.ends_at) > MAINTENANCE_LONGEST:
+            raise ValidationError({"ends_at": "A maintenance window lasts at most 90 days."})
+
+    def open_at(self, moment: datetime) -> bool:
+        return self.starts_at <= moment < self.ends_at
+
+
+MAINTENANCE_LONGEST = timedelta(days=90)

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from collections.abc import Iterable
+from datetime import datetime
 
-from apps.catalog.models import ClusterNode, GpuClass, Image
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from apps.catalog import core
+from apps.catalog.models import ClusterNode, GpuClass, Image, NodeMaintenance
 
 
 def gpu_classes_offered() -> QuerySet[GpuClass]:
     return GpuClass.objects.filter(enabled=True).order_by("name")
 
 
-def ready_nodes(gpu_class: GpuClass) -> QuerySet[ClusterNode]:
-    """The class's schedulable, ready nodes of enabled clusters: where it can run now."""
-    return ClusterNode.objects.filter(
+def ready_nodes(gpu_class: GpuClass, *, now: datetime | None = None) -> QuerySet[ClusterNode]:
+    """The class's nodes of enabled clusters that take work now: where it can run (not
+    cordoned, Ready, health check not failed, not in maintenance: :func:`node_blockers`)."""
+    nodes = ClusterNode.objects.filter(
         cluster__enabled=True, gpu_class=gpu_class, schedulable=True, ready=True
     ).order_by("cluster__name", "name")
+    blocked = node_blockers(nodes, now=now or timezone.now())
+    return nodes.exclude(pk__in=list(blocked))
 
 
 def sharing_class_names(*, besides: GpuClass | None = None) -> list[str]:
@@ -28,3 +36,35 @@ def sharing_class_names(*, besides: GpuClass | None = None) -> list[str]:
 
 def images_offered() -> QuerySet[Image]:
     return Image.objects.filter(enabled=True).order_by("name")
+
+
+def node_blockers(nodes: Iterable[ClusterNode], *, now: datetime) -> dict[int, list[str]]:
+    """Per node id, why it takes no new placements now (only nodes that take none)."""
+    rows = list(nodes)
+    windows: dict[int, list[core.MaintenanceWindow]] = {}
+    for w in NodeMaintenance.objects.filter(
+        node__in=[n.pk for n in rows], starts_at__lte=now, ends_at__gt=now
+    ):
+        windows.setdefault(w.node_id, []).append(
+            core.MaintenanceWindow(w.starts_at, w.ends_at, w.reason, w.drain)
+        )
+    blocked: dict[int, list[str]] = {}
+    for node in rows:
+        reasons = core.node_blockers(
+            schedulable=node.schedulable,
+            ready=node.ready,
+            health_verdict=node.health_verdict,
+            health_problems=node.health_problems or [],
+            windows=windows.get(node.pk, []),
+            now=now,
+        )
+        if reasons:
+            blocked[node.pk] = reasons
+    return blocked
+
+
+def nodes_being_drained(*, now: datetime) -> QuerySet[NodeMaintenance]:
+    """Open maintenance windows that move work off their node."""
+    return NodeMaintenance.objects.filter(
+        drain=True, starts_at__lte=now, ends_at__gt=now
+    ).select_related("node", "node__cluster")

@@ -8,7 +8,7 @@ from django.db import transaction
 
 from apps.accounts.models import User
 from apps.audit.services import audit_record, audited_delete, audited_save
-from apps.catalog.models import Cluster, GpuClass, Image
+from apps.catalog.models import Cluster, GpuClass, Image, NodeMaintenance
 from apps.common import taskqueue
 
 # The columns that decide how a class's GPUs become Kubernetes resources, and so every team's
@@ -104,3 +104,24 @@ def cluster_save(*, actor: User | None, cluster: Cluster, source_ip: str | None 
 def cluster_delete(*, actor: User | None, cluster: Cluster, source_ip: str | None = None) -> None:
     """Forget a cluster: its node inventory goes with it; what runs there is left alone."""
     audited_delete(actor=actor, obj=cluster, action="cluster", source_ip=source_ip)
+
+
+# --- node maintenance -------------------------------------------------------------------------
+
+
+def node_maintenance_save(
+    *, actor: User | None, window: NodeMaintenance, source_ip: str | None = None
+) -> NodeMaintenance:
+    """Schedule or change a node's maintenance window: from its start the node takes no new
+    work and, with ``drain``, what runs there is moved off with its class's notice (the
+    scheduler's drain pass)."""
+    if window.pk is None and actor is not None and window.created_by_id is None:
+        window.created_by = actor
+    return audited_save(actor=actor, obj=window, action="node_maintenance", source_ip=source_ip)[0]
+
+
+def node_maintenance_delete(
+    *, actor: User | None, window: NodeMaintenance, source_ip: str | None = None
+) -> None:
+    """Cancel a maintenance window: the node takes work again (if nothing else blocks it)."""
+    audited_delete(actor=actor, obj=window, action="node_maintenance", source_ip=source_ip)

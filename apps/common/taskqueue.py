@@ -49,6 +49,7 @@ class TaskRef(Generic[P]):
 HEARTBEAT: TaskRef[[]] = TaskRef("platform.heartbeat")
 
 SCHEDULING_CYCLE: TaskRef[[]] = TaskRef("scheduling.run_cycle")
+NODE_DRAIN_PASS: TaskRef[[]] = TaskRef("scheduling.node_drain_pass")
 
 TEAM_NAMESPACE_ENSURE: TaskRef[[int]] = TaskRef("orchestration.team_namespace_ensure", ("team_id",))
 CLUSTER_SETUP: TaskRef[[int]] = TaskRef("orchestration.cluster_setup", ("cluster_id",))
@@ -59,6 +60,7 @@ CREDENTIAL_REMOVE: TaskRef[[str, str]] = TaskRef(
 RECONCILE_ALL: TaskRef[[]] = TaskRef("orchestration.reconcile_all")
 STATUS_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.status_sync_all")
 INVENTORY_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.inventory_sync_all")
+DRIFT_REPAIR_ALL: TaskRef[[]] = TaskRef("orchestration.drift_repair_all")
 LOG_ARCHIVE_PURGE: TaskRef[[]] = TaskRef("orchestration.log_archive_purge")
 
 TELEMETRY_INGEST: TaskRef[[]] = TaskRef("telemetry.ingest")
@@ -76,6 +78,7 @@ SERVING_SAMPLES_PURGE: TaskRef[[]] = TaskRef("serving.samples_purge")
 REGISTRY: tuple[TaskRef, ...] = (
     HEARTBEAT,
     SCHEDULING_CYCLE,
+    NODE_DRAIN_PASS,
     TEAM_NAMESPACE_ENSURE,
     CLUSTER_SETUP,
     WORKLOAD_RECONCILE,
@@ -83,6 +86,7 @@ REGISTRY: tuple[TaskRef, ...] = (
     RECONCILE_ALL,
     STATUS_SYNC_ALL,
     INVENTORY_SYNC_ALL,
+    DRIFT_REPAIR_ALL,
     LOG_ARCHIVE_PURGE,
     TELEMETRY_INGEST,
     TELEMETRY_NODE_HEALTH,

@@ -285,6 +285,23 @@ def labelled_pods(cluster: Cluster) -> list[dict[str, Any]]:
     return _kube(cluster).list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD)
 
 
+# Labels the GPU Operator's and the standalone chart's dcgm-exporter pods carry.
+EXPORTER_POD_SELECTORS = ("app=nvidia-dcgm-exporter", "app.kubernetes.io/name=dcgm-exporter")
+
+
+def exporter_pod_nodes(cluster: Cluster) -> dict[str, str]:
+    """The cluster's dcgm-exporter pods: pod name → the node it runs on (an exporter may name
+    its host by its own pod's name)."""
+    kube = _kube(cluster)
+    found: dict[str, str] = {}
+    for selector in EXPORTER_POD_SELECTORS:
+        for pod in kube.list_objects("v1", "Pod", label_selector=selector):
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                found[str(pod["metadata"]["name"])] = str(node)
+    return found
+
+
 def gpu_nodes(cluster: Cluster) -> list[dict[str, Any]]:
     """The cluster's GPU nodes, for the inventory."""
     return _kube(cluster).list_objects("v1", "Node", label_selector="nvidia.com/gpu.present=true")

@@ -78,6 +78,11 @@ def inventory_sync_all() -> None:
     _each_cluster(services.cluster_inventory_sync)
 
 
+@shared_task(name=taskqueue.DRIFT_REPAIR_ALL.name, ignore_result=True)
+def drift_repair_all() -> None:
+    _each_cluster(services.drift_repair_pass)
+
+
 @shared_task(name=taskqueue.LOG_ARCHIVE_PURGE.name, ignore_result=True)
 def log_archive_purge() -> None:
     services.log_archive_purge()

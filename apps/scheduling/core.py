@@ -368,7 +368,7 @@ class _Cycle:
             kind = BLOCK_USER
         placement = None
         if kind is None:
-            placement = self._place(c, demand, w.replicas)
+            placement = self._place(c, demand, w.replicas, w.id)
             if placement is None:
                 kind = BLOCK_CAPACITY
         if placement is not None:
@@ -381,8 +381,19 @@ class _Cycle:
         self._waiting_count[c] = position
         self.blocked.append(Blocked(w, kind or BLOCK_CAPACITY, position, position - 1, ""))
 
-    def _place(self, class_name: str, demand: Demand, replicas: int) -> Placement | None:
+    def _place(
+        self, class_name: str, demand: Demand, replicas: int, workload_id: int | None = None
+    ) -> Placement | None:
+        """Hub and spoke clusters first; a burst cluster only for a workload allowed to burst
+        this cycle (``Snapshot.may_burst``), and never to make room by preemption."""
         pools = self.pools.get(class_name, [])
+        burst = self.s.burst_clusters
+        placed = self._place_in([p for p in pools if p.cluster not in burst], demand, replicas)
+        if placed is None and workload_id is not None and workload_id in self.s.may_burst:
+            placed = self._place_in([p for p in pools if p.cluster in burst], demand, replicas)
+        return placed
+
+    def _place_in(self, pools: list[Pool], demand: Demand, replicas: int) -> Placement | None:
         if replicas == 1:
             best = None
             best_pool = None

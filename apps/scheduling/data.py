@@ -218,6 +218,10 @@ class Snapshot:
     # the quotas; the others are ignored, so grants end and windows open by themselves.
     grants: tuple[Grant, ...] = ()
     reservations: tuple[Booking, ...] = ()
+    # Clusters that take work only as a burst, and the waiting workloads that may burst now
+    # (their team allows it and they waited longer than their class's burst wait).
+    burst_clusters: frozenset[str] = frozenset()
+    may_burst: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,19 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
+from django.utils import timezone
 
-from apps.catalog.models import ClusterNode, GpuClass
+from apps.accounts.models import Team
+from apps.catalog.models import Cluster, ClusterNode, GpuClass
+from apps.catalog.selectors import node_blockers
 from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import grant_specs
 from apps.reservations import core as reservations_core
 from apps.reservations.models import Reservation
 from apps.reservations.selectors import active_bookings
+from apps.scheduling.burst import BurstTerms, may_burst
 from apps.scheduling.data import (
     GpuClassSpec,
     NodeSpec,
@@ -31,6 +36,8 @@ from apps.scheduling.fairshare import UsageInterval, decayed_usage
 from apps.workloads import core as workload_core
 from apps.workloads.models import Workload
 
+# How a workload moved off a drained node is told; it goes back to the queue after its grace.
+DRAIN_PREFIX = "Node drain:"
 # Past usage older than this many half-lives weighs under 2%: not worth reading.
 HISTORY_HALF_LIVES = 6
 
@@ -39,13 +46,17 @@ def class_spec(gpu_class: GpuClass) -> GpuClassSpec:
     return gpu_class.spec()
 
 
-def node_specs(gpu_class: GpuClass | None = None) -> list[NodeSpec]:
-    """Schedulable, ready GPU nodes of enabled clusters, as the scheduler sees them."""
+def node_specs(gpu_class: GpuClass | None = None, *, now: datetime | None = None) -> list[NodeSpec]:
+    """GPU nodes of enabled clusters that take new work, as the scheduler sees them: not
+    cordoned, Ready, health check not failed, not in maintenance
+    (:func:`apps.catalog.selectors.node_blockers` says why a node is left out)."""
     qs = ClusterNode.objects.filter(
         cluster__enabled=True, gpu_class__isnull=False, schedulable=True, ready=True
     ).select_related("cluster", "gpu_class")
     if gpu_class is not None:
         qs = qs.filter(gpu_class=gpu_class)
+    nodes = list(qs.order_by("cluster__name", "name"))
+    blocked = node_blockers(nodes, now=now or timezone.now())
     return [
         NodeSpec(
             name=n.name,
@@ -57,7 +68,8 @@ def node_specs(gpu_class: GpuClass | None = None) -> list[NodeSpec]:
             mig_layout=tuple(n.mig_layout or ()),
             gpu_uuids=tuple(n.gpu_uuids or ()),
         )
-        for n in qs.order_by("cluster__name", "name")
+        for n in nodes
+        if n.pk not in blocked
     ]
 
 
@@ -234,7 +246,30 @@ def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str]
     return decayed_usage(intervals, now=now, half_life_seconds=half_life_seconds)
 
 
-def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
+def burst_terms() -> BurstTerms:
+    """Burst clusters (enabled, with their prices), the teams that may burst, and the waits."""
+    clusters = dict(
+        Cluster.objects.filter(enabled=True, role=Cluster.Role.BURST).values_list(
+            "name", "gpu_hourly_cost"
+        )
+    )
+    capacity: dict[str, set[str]] = {}
+    for class_name, cluster in ClusterNode.objects.filter(
+        cluster__name__in=list(clusters), gpu_class__isnull=False, gpu_count__gt=0
+    ).values_list("gpu_class__name", "cluster__name"):
+        capacity.setdefault(class_name, set()).add(cluster)
+    return BurstTerms(
+        clusters=clusters,
+        class_prices=dict(GpuClass.objects.values_list("name", "hourly_cost")),
+        teams=frozenset(Team.objects.filter(allow_burst=True).values_list("name", flat=True)),
+        waits=dict(settings.SCHEDULING_BURST_WAIT_SECONDS),
+        capacity={c: frozenset(names) for c, names in capacity.items()},
+    )
+
+
+def scheduling_snapshot(
+    *, now: datetime, half_life_seconds: int, burst: BurstTerms | None = None
+) -> Snapshot:
     """Everything one cycle decides on, read in a handful of queries.
 
     Sweeps themselves hold no GPUs: their trials are the units (each with its sweep's id, and
@@ -262,11 +297,23 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
     )
     preempted = [
         PreemptedWorkload(
-            id=pk, preempted_at=at or now, requeue=requeue, priority=priority, sweep=sweep
+            id=pk,
+            preempted_at=at or now,
+            # Moved off a drained node: back to the queue whatever was chosen for preemption.
+            requeue=requeue or (reason or "").startswith(DRAIN_PREFIX),
+            priority=priority,
+            sweep=sweep,
         )
-        for pk, at, requeue, priority, sweep in units.filter(state=workload_core.PREEMPTED)
+        for pk, at, requeue, priority, sweep, reason in units.filter(state=workload_core.PREEMPTED)
         .order_by("id")
-        .values_list("id", "preempted_at", "requeue_on_preemption", "priority_class", "sweep_id")
+        .values_list(
+            "id",
+            "preempted_at",
+            "requeue_on_preemption",
+            "priority_class",
+            "sweep_id",
+            "last_reason",
+        )
     ]
     sweeps = {w.sweep for w in waiting if w.sweep is not None}
     parallelism = {
@@ -276,7 +323,7 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
     return Snapshot(
         now=now,
         classes=tuple(class_spec(c) for c in GpuClass.objects.order_by("name")),
-        nodes=tuple(node_specs()),
+        nodes=tuple(node_specs(now=now)),
         running=tuple(running),
         waiting=tuple(waiting),
         quotas=tuple(
@@ -288,6 +335,8 @@ def scheduling_snapshot(*, now: datetime, half_life_seconds: int) -> Snapshot:
         parallelism=parallelism,
         grants=tuple(grant_specs(now=now)),
         reservations=tuple(active_bookings(now=now)),
+        burst_clusters=frozenset(burst.clusters) if burst else frozenset(),
+        may_burst=frozenset(may_burst(tuple(waiting), burst, now)) if burst else frozenset(),
     )
 
 

@@ -15,7 +15,10 @@ from django.utils import timezone
 from apps.accounts.models import Team, User
 from apps.accounts.selectors import teams_visible_to
 from apps.catalog.models import Cluster, GpuClass, Image
-from apps.scheduling import core, handoff, selectors
+from apps.catalog.selectors import nodes_being_drained as node_maintenance_draining
+from apps.notifications.core import NoticeEvent
+from apps.notifications.services import notify
+from apps.scheduling import burst, core, handoff, selectors
 from apps.scheduling import verdict as verdict_core
 from apps.scheduling.data import (
     BATCH,
@@ -91,10 +94,13 @@ def scheduling_cycle_run(*, now: datetime | None = None) -> CycleRun:
     with transaction.atomic():
         _lock_cycle()
         now = now or timezone.now()
+        burst_terms = selectors.burst_terms()
         snapshot = selectors.scheduling_snapshot(
-            now=now, half_life_seconds=settings.SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS
+            now=now,
+            half_life_seconds=settings.SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS,
+            burst=burst_terms,
         )
-        result = core.schedule(snapshot, scheduling_policy())
+        result = burst.annotate(core.schedule(snapshot, scheduling_policy()), snapshot, burst_terms)
         uuids = {(n.cluster, n.name): n.gpu_uuids for n in snapshot.nodes}
         run = _persist(result, now=now, uuids=uuids)
         decisions = handoff.Decisions(
@@ -494,3 +500,65 @@ def request_dry_run(
     )
     usage = next((u for u in quota_usage_for_teams([team]) if u.gpu_class.pk == gpu_class.pk), None)
     return DryRun(charge, answer, hourly, usage)
+
+
+# --- nodes being drained ---------------------------------------------------------------------
+
+
+def _on_node(workload: Workload, cluster: Cluster, node: str) -> bool:
+    placement = selectors.placement_from_json(workload.placement)
+    if placement is None:
+        return False
+    same_cluster = workload.cluster_id == cluster.pk or placement.cluster == cluster.name
+    return same_cluster and any(r.node == node for r in placement.replicas)
+
+
+def node_drain_pass(*, now: datetime | None = None) -> tuple[int, ...]:
+    """Move the work off every node in an open maintenance window that drains: each workload
+    placed there is preempted with its class's grace period (the pod's
+    terminationGracePeriodSeconds) and a notice to its owner, then goes back to the queue,
+    whatever it chose for preemption; the scheduler places nothing new there meanwhile.
+    Returns the ids moved."""
+    moment = now or timezone.now()
+    graces = preemption_grace_seconds()
+    moved: list[int] = []
+    with transaction.atomic():
+        _lock_cycle()  # never between a cycle's snapshot and its decisions
+        windows = list(node_maintenance_draining(now=moment))
+        if not windows:
+            return ()
+        active = Workload.objects.units().filter(state__in=workload_core.ACTIVE_STATES)
+        for workload in active.select_related("team", "owner").order_by("id"):
+            window = next(
+                (w for w in windows if _on_node(workload, w.node.cluster, w.node.name)), None
+            )
+            if window is None:
+                continue
+            grace = graces.get(workload.priority_class, 0)
+            reason = (
+                f"{selectors.DRAIN_PREFIX} {window.node.name} is drained for maintenance "
+                f"until {window.ends_at:%Y-%m-%d %H:%M} UTC ({window.reason}). It has {grace} s "
+                "to save a checkpoint, then returns to the queue and starts on another node."
+            )
+            if not workload_transition(
+                workload=workload,
+                to_state=workload_core.PREEMPTED,
+                reason=reason[:500],
+                extra={"preempted_at": moment, "borrowed": False},
+            ):
+                continue
+            moved.append(workload.pk)
+            notify(
+                event=NoticeEvent.NODE_DRAIN,
+                users=[workload.owner],
+                title=f"{workload.get_kind_display()} {workload.name} moves off {window.node.name}",
+                body=reason,
+                key=f"node-drain-{window.pk}-{workload.pk}",
+                link=f"/workloads/{workload.pk}/",
+                team=workload.team,
+            )
+        if moved:
+            decisions = handoff.Decisions(admitted_ids=(), preempted_ids=tuple(moved))
+            transaction.on_commit(lambda: handoff.decisions_hand_off(decisions))
+            log.info("node drain: %d workloads moved off nodes in maintenance", len(moved))
+    return tuple(moved)

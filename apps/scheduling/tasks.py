@@ -9,7 +9,7 @@ from celery import Task, shared_task
 from django.db import OperationalError
 
 from apps.common import taskqueue
-from apps.scheduling.services import scheduling_cycle_run
+from apps.scheduling.services import node_drain_pass, scheduling_cycle_run
 
 log = logging.getLogger(__name__)
 
@@ -40,3 +40,16 @@ def run_cycle() -> dict[str, int]:
         "rejected": len(run.rejected),
         "waiting": run.waiting,
     }
+
+
+@shared_task(
+    name=taskqueue.NODE_DRAIN_PASS.name,
+    base=_CycleTask,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    retry_backoff_max=30,
+    max_retries=3,
+    ignore_result=True,
+)
+def run_node_drain_pass() -> dict[str, int]:
+    return {"moved": len(node_drain_pass())}

@@ -20,6 +20,16 @@ What real exporters emit, and how it is read here:
 * A series is credited only to the workload whose pod it names, matched on namespace *and*
   pod name; the caller builds that index only from pods in the workload's team namespace, so
   one team is never credited with another team's pod.
+* An unowned device: dcgm-exporter 3.x empties the pod labels, 4.x leaves them out; a
+  Kubernetes scrape then gives the series the exporter pod's own ``namespace``/``pod`` target
+  labels. A series whose namespace and pod are a scrape target's own (``exporters``) belongs to
+  nobody.
+* The host label may be ``Hostname``, ``hostname``, the exporter pod's name or absent: the node
+  is resolved from the cluster (:class:`NodeResolver`): an inventory node of that name, the node
+  the exporter pod of that name runs on, the node of the workload pod the series names, the node
+  whose inventory lists the GPU's UUID — the label as it is only when none of these knows it.
+* A GPU that exports neither ``DCGM_FI_DEV_GPU_UTIL`` nor ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` is
+  unmeasured: its utilisation is ``None`` ("no data"), never 0.
 """
 
 from __future__ import annotations
@@ -112,6 +122,7 @@ class GpuSeries:
     pod: str = ""
     container: str = ""
     per_pod: bool = False
+    scrape_pod: str = ""  # the exporter's own pod (a Kubernetes scrape's ``pod`` target label)
 
     @property
     def device_key(self) -> tuple[str, str, str]:
@@ -133,10 +144,19 @@ def _pick(labels: Mapping[str, str], name: str) -> str:
     return labels.get(name, "")
 
 
-def series_identity(labels: Mapping[str, str]) -> GpuSeries:
+def series_identity(
+    labels: Mapping[str, str], exporters: frozenset[tuple[str, str]] = frozenset()
+) -> GpuSeries:
+    """Who a series is about. ``exporters``: (namespace, pod) of the scrape targets, whose own
+    labels on a series mean "no pod" (dcgm-exporter 4.x leaves an unowned device's pod labels
+    out, and the scrape adds the exporter's)."""
     hostname = labels.get("Hostname") or labels.get("hostname") or ""
     if not hostname:
         hostname = labels.get("exported_Hostname") or labels.get("exported_hostname") or ""
+    namespace, pod = _pick(labels, "namespace"), _pick(labels, "pod")
+    scrape_pod = labels.get("pod", "") if "exported_pod" in labels else ""
+    if "exported_pod" not in labels and (namespace, pod) in exporters:
+        namespace, pod, scrape_pod = "", "", pod
     return GpuSeries(
         hostname=hostname,
         uuid=labels.get("UUID") or labels.get("uuid") or "",
@@ -145,11 +165,42 @@ def series_identity(labels: Mapping[str, str]) -> GpuSeries:
         profile=labels.get("GPU_I_PROFILE", ""),
         model=labels.get("modelName", ""),
         driver=labels.get("DCGM_FI_DRIVER_VERSION", ""),
-        namespace=_pick(labels, "namespace"),
-        pod=_pick(labels, "pod"),
-        container=_pick(labels, "container"),
+        namespace=namespace,
+        pod=pod,
+        container=_pick(labels, "container") if pod else "",
         per_pod=labels.get(ACCOUNTING_LABEL) == ACCOUNTING_PER_POD,
+        scrape_pod=scrape_pod,
     )
+
+
+@dataclass(frozen=True)
+class NodeResolver:
+    """Which node a series is about, from what the cluster says (not the exporter's label
+    alone): ``nodes`` the inventory's node names, ``exporter_pods`` exporter pod name → its
+    node, ``pod_nodes`` (namespace, pod) → node of workload pods, ``uuid_nodes`` GPU UUID →
+    node from the inventory."""
+
+    nodes: frozenset[str] = frozenset()
+    exporter_pods: Mapping[str, str] = field(default_factory=dict)
+    pod_nodes: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    uuid_nodes: Mapping[str, str] = field(default_factory=dict)
+
+    def node_of(self, series: GpuSeries) -> str:
+        label = series.hostname
+        if label and label in self.nodes:
+            return label
+        for exporter in (label, series.scrape_pod):
+            if exporter and exporter in self.exporter_pods:
+                return self.exporter_pods[exporter]
+        if series.pod and series.pod_key in self.pod_nodes:
+            return self.pod_nodes[series.pod_key]
+        if series.uuid in self.uuid_nodes:
+            return self.uuid_nodes[series.uuid]
+        return label
+
+    def resolve(self, series: GpuSeries) -> GpuSeries:
+        node = self.node_of(series)
+        return series if node == series.hostname else replace(series, hostname=node)
 
 
 @dataclass
@@ -182,15 +233,24 @@ def _clamp(value: float, low: float = 0.0, high: float = 1.0) -> float:
     return max(low, min(high, value))
 
 
-def readings_from_samples(samples: Iterable[Sample]) -> list[GpuReading]:
-    """Group samples of the DCGM metrics by series identity (other metrics are ignored)."""
+def readings_from_samples(
+    samples: Iterable[Sample],
+    *,
+    exporters: frozenset[tuple[str, str]] = frozenset(),
+    resolver: NodeResolver | None = None,
+) -> list[GpuReading]:
+    """Group samples of the DCGM metrics by series identity (other metrics are ignored).
+    ``exporters``: the scrape targets' (namespace, pod); ``resolver``: node names from the
+    cluster (see :func:`series_identity`, :class:`NodeResolver`)."""
     readings: dict[GpuSeries, GpuReading] = {}
     for sample in samples:
         if not sample.name.startswith("DCGM_FI_"):
             continue
-        identity = series_identity(sample.labels)
+        identity = series_identity(sample.labels, exporters)
         if not identity.uuid:
             continue
+        if resolver is not None:
+            identity = resolver.resolve(identity)
         reading = readings.get(identity)
         if reading is None:
             reading = readings[identity] = GpuReading(identity)
@@ -314,6 +374,20 @@ ACCOUNTING_LABELS = (
     "exported_pod",
     ACCOUNTING_LABEL,
 )
+# The scrape targets' own (namespace, pod): their labels on a series mean "no pod".
+EXPORTER_TARGETS_QUERY = 'group by (namespace, pod) (up{pod!=""})'
+
+
+def exporter_targets(result: Iterable[Mapping[str, object]]) -> frozenset[tuple[str, str]]:
+    """(namespace, pod) of each scrape target, from the result of
+    :data:`EXPORTER_TARGETS_QUERY`."""
+    targets = set()
+    for item in result:
+        metric = dict(item.get("metric") or {})  # type: ignore[call-overload]
+        pod = str(metric.get("pod") or "")
+        if pod:
+            targets.add((str(metric.get("namespace") or ""), pod))
+    return frozenset(targets)
 
 
 def accounting_queries(window_seconds: int) -> dict[str, str]:
@@ -462,6 +536,7 @@ class NodeHealth:
     gpus: list[GpuHealth]
     verdict: str = "ok"
     problems: list[str] = field(default_factory=list)
+    reported_as: list[str] = field(default_factory=list)  # the exporter's own host labels
 
     @property
     def driver_version(self) -> str:
@@ -472,18 +547,29 @@ class NodeHealth:
         return ", ".join(sorted({g.model for g in self.gpus if g.model}))
 
 
-def node_health_from_samples(samples: Iterable[Sample]) -> dict[str, NodeHealth]:
-    """One health record per host from the latest samples of its exporter (MIG rows fold into
-    their parent GPU)."""
+def node_health_from_samples(
+    samples: Iterable[Sample],
+    *,
+    resolver: NodeResolver | None = None,
+    exporters: frozenset[tuple[str, str]] = frozenset(),
+) -> dict[str, NodeHealth]:
+    """One health record per node from the latest samples of its exporter (MIG rows fold into
+    their parent GPU); the node as ``resolver`` names it from the cluster."""
     gpus: dict[tuple[str, str], GpuHealth] = {}
     memory: dict[tuple[str, str], dict[tuple[str, str], float]] = defaultdict(
         lambda: defaultdict(float)
     )
     sources: dict[str, str] = {}
+    aliases: dict[str, set[str]] = defaultdict(set)
     for sample in samples:
-        identity = series_identity(sample.labels)
+        identity = series_identity(sample.labels, exporters)
+        label = identity.hostname
+        if resolver is not None:
+            identity = resolver.resolve(identity)
         if not identity.uuid or not identity.hostname:
             continue
+        if label and label != identity.hostname:
+            aliases[identity.hostname].add(label)
         key = (identity.hostname, identity.uuid)
         health = gpus.get(key)
         if health is None:
@@ -517,6 +603,7 @@ def node_health_from_samples(samples: Iterable[Sample]) -> dict[str, NodeHealth]
         host: NodeHealth(
             hostname=host,
             source=sources.get(host, "dcgm-exporter"),
+            reported_as=sorted(aliases.get(host, ())),
             gpus=sorted(
                 (g for (h, _), g in gpus.items() if h == host),
                 key=lambda g: (len(g.index), g.index),

@@ -116,6 +116,11 @@ class UsageDay(models.Model):
     gpu_class = models.ForeignKey(GpuClass, on_delete=models.CASCADE, related_name="+")
     allocated_gpu_seconds = models.FloatField(default=0.0)
     used_gpu_seconds = models.FloatField(default=0.0)
+    unmeasured_gpu_seconds = models.FloatField(
+        default=0.0,
+        db_default=0.0,
+        help_text="Allocated GPU-seconds without a measurement: no data, neither used nor idle.",
+    )
     cost = models.DecimalField(max_digits=14, decimal_places=4, default=Decimal("0"))
 
     class Meta:
@@ -208,6 +213,12 @@ class NodeHealthReport(models.Model):
     gpus = models.JSONField(default=list, blank=True)
     verdict = models.CharField(max_length=8, choices=Verdict.choices, default=Verdict.OK)
     problems = models.JSONField(default=list, blank=True)
+    reported_as = models.JSONField(
+        default=list,
+        db_default=[],
+        blank=True,
+        help_text="What the exporter calls this node, if not its name.",
+    )
     reported_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

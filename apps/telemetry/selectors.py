@@ -3,6 +3,7 @@ map and per-workload series. Accounting comes from the database; live views from
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -15,13 +16,19 @@ from django.db.models import F, QuerySet, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
+from apps.catalog.models import ClusterNode
 from apps.common.parsing import parse_month
+from apps.orchestration import reads
+from apps.orchestration.errors import ClusterError
+from apps.orchestration.selectors import enabled_clusters
 from apps.telemetry import core
-from apps.telemetry.models import IdleNotice, UsageDay, WorkloadUsage
+from apps.telemetry.models import IdleNotice, NodeHealthReport, UsageDay, WorkloadUsage
 from apps.telemetry.prom import PrometheusClient
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workloads_visible_to
+
+log = logging.getLogger(__name__)
 
 
 def month_bounds(month: str | None, today: date | None = None) -> tuple[date, date]:
@@ -89,10 +96,17 @@ class UsageTotal:
     label: str = ""
     gpu_class: str = ""
     team: str = ""
+    unmeasured_hours: float = 0.0  # allocated without a measurement: no data
+
+    @property
+    def measured_hours(self) -> float:
+        return max(0.0, self.allocated_hours - self.unmeasured_hours)
 
     @property
     def utilisation(self) -> float | None:
-        return self.used_hours / self.allocated_hours if self.allocated_hours else None
+        """Used ÷ measured: hours without data are neither used nor idle; None without any."""
+        measured = self.measured_hours
+        return self.used_hours / measured if measured > 1e-9 else None
 
 
 def usage_totals(
@@ -101,7 +115,12 @@ def usage_totals(
     aggregated = (
         rows.filter(day__gte=start, day__lt=end)
         .values(*group)
-        .annotate(a=Sum("allocated_gpu_seconds"), u=Sum("used_gpu_seconds"), c=Sum("cost"))
+        .annotate(
+            a=Sum("allocated_gpu_seconds"),
+            u=Sum("used_gpu_seconds"),
+            n=Sum("unmeasured_gpu_seconds"),
+            c=Sum("cost"),
+        )
         .order_by(*group)
     )
     totals = []
@@ -111,6 +130,7 @@ def usage_totals(
                 key="/".join(str(row[g]) for g in group),
                 allocated_hours=(row["a"] or 0) / 3600,
                 used_hours=(row["u"] or 0) / 3600,
+                unmeasured_hours=(row["n"] or 0) / 3600,
                 cost=Decimal(row["c"] or 0),
                 label=str(row.get("owner__username", "")),
                 gpu_class=str(row.get("gpu_class__name", "")),
@@ -186,17 +206,26 @@ class HeatCell:
     utilisation: float | None
     pods: list[str] = field(default_factory=list)
     workloads: list[tuple[int, str]] = field(default_factory=list)
+    reported: bool = True  # False: in the inventory, but its exporter reports nothing
 
     @property
     def percent(self) -> int | None:
         return None if self.utilisation is None else round(self.utilisation * 100)
 
     @property
+    def reading(self) -> str:
+        """What the cell says: a percentage, or "no data" where the GPU exports no utilisation."""
+        return "no data" if self.utilisation is None else f"{self.percent}%"
+
+    @property
     def colour(self) -> str:
-        """Grey when unallocated, red (idle) → green (busy) when allocated."""
+        """Grey when unallocated, hatched when unmeasured, red (idle) → green (busy) when
+        allocated."""
         if not self.pods:
             return "#d0d7de"
-        value = self.utilisation or 0.0
+        if self.utilisation is None:
+            return "#8c959f"
+        value = self.utilisation
         hue = round(120 * value)
         return f"hsl({hue} 70% 42%)"
 
@@ -208,13 +237,49 @@ class HeatNode:
     cells: list[HeatCell]
 
 
+def node_resolver(*, with_cluster: bool = True) -> core.NodeResolver:
+    """Node names as the cluster gives them: the inventory (names, GPU UUIDs), the nodes the
+    exporter pods run on (read from the clusters when ``with_cluster``, else as last
+    recorded by the node health reports)."""
+    nodes: set[str] = set()
+    uuids: dict[str, str] = {}
+    for name, gpu_uuids in ClusterNode.objects.filter(cluster__enabled=True).values_list(
+        "name", "gpu_uuids"
+    ):
+        nodes.add(name)
+        for uuid in gpu_uuids or ():
+            uuids[str(uuid)] = name
+    exporters: dict[str, str] = {}
+    for hostname, aliases in NodeHealthReport.objects.values_list("hostname", "reported_as"):
+        for alias in aliases or ():
+            exporters[str(alias)] = hostname
+    pod_nodes: dict[tuple[str, str], str] = {}
+    if with_cluster:
+        for cluster in enabled_clusters():
+            try:
+                exporters.update(reads.exporter_pod_nodes(cluster))
+                for pod in reads.labelled_pods(cluster):
+                    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+                    if spec.get("nodeName"):
+                        key = (str(meta.get("namespace")), str(meta.get("name")))
+                        pod_nodes[key] = str(spec["nodeName"])
+            except ClusterError as exc:
+                log.warning("telemetry: pods of cluster %s unknown: %s", cluster.name, exc)
+    return core.NodeResolver(frozenset(nodes), exporters, pod_nodes, uuids)
+
+
 def heatmap(client: PrometheusClient, viewer: User) -> list[HeatNode]:
-    """Every GPU (and MIG instance) by node, with its utilisation over the last minute and the
-    workloads on it that the viewer may open."""
+    """Every GPU (and MIG instance) by node, with its utilisation over the last minute ("no
+    data" where it exports none) and the workloads on it that the viewer may open. Nodes are
+    named as the cluster names them (the inventory and the last health reports)."""
     samples: list[core.Sample] = []
-    for name in (core.GPU_UTIL, core.GR_ENGINE_ACTIVE):
+    # Memory is exported by every GPU and MIG instance: it lists the devices.
+    for name in (core.GPU_UTIL, core.GR_ENGINE_ACTIVE, core.FB_USED):
         samples += core.samples_from_vector(name, client.query(f"avg_over_time({name}[1m])"))
-    readings = core.readings_from_samples(samples)
+    exporters = core.exporter_targets(client.query(core.EXPORTER_TARGETS_QUERY))
+    readings = core.readings_from_samples(
+        samples, exporters=exporters, resolver=node_resolver(with_cluster=False)
+    )
     usages = WorkloadUsage.objects.filter(workload__state__in=(wl.STARTING, wl.RUNNING))
     pod_owner: dict[tuple[str, str], int] = {}
     for workload_id, pods in usages.values_list("workload_id", "pods"):
@@ -234,7 +299,9 @@ def heatmap(client: PrometheusClient, viewer: User) -> list[HeatNode]:
         key = series.device_key
         cell = devices.get(key)
         if cell is None:
-            label = f"GPU {series.gpu}" + (f" · {series.profile}" if series.profile else "")
+            label = f"GPU {series.gpu}"
+            if series.is_mig:
+                label += f" · {series.profile or 'MIG'} · instance {series.instance or '?'}"
             cell = devices[key] = HeatCell(label=label, utilisation=None)
             order[key] = (_int(series.gpu), _int(series.instance))
         owner = pod_owner.get(series.pod_key)
@@ -251,6 +318,16 @@ def heatmap(client: PrometheusClient, viewer: User) -> list[HeatNode]:
             cell.utilisation = max(cell.utilisation or 0.0, value)
         if owner in visible:
             cell.workloads.append((owner, visible[owner]))
+    # GPUs the inventory knows that no exporter reports: shown, as "no data".
+    seen = {(host, uuid) for host, uuid, _ in devices}
+    for name, uuids in ClusterNode.objects.filter(cluster__enabled=True).values_list(
+        "name", "gpu_uuids"
+    ):
+        for index, uuid in enumerate(uuids or ()):
+            if (name, str(uuid)) not in seen:
+                key = (name, str(uuid), "")
+                devices[key] = HeatCell(label=f"GPU {index}", utilisation=None, reported=False)
+                order[key] = (index, 0)
     nodes: dict[str, list[tuple[tuple[int, int], HeatCell]]] = defaultdict(list)
     for key, cell in devices.items():
         nodes[key[0]].append((order[key], cell))
@@ -308,10 +385,16 @@ def usage_of(workload: Workload) -> WorkloadUsage | None:
 
 
 def top_idle_cost(start: date, end: date, limit: int = 10) -> list[dict[str, Any]]:
-    """Teams by GPU-hours allocated but not used, for the admin's headline."""
+    """Teams by GPU-hours measured but not used, for the admin's headline (hours without
+    data are not idle)."""
     return list(
         UsageDay.objects.filter(day__gte=start, day__lt=end)
         .values("team__name")
-        .annotate(idle=Sum(F("allocated_gpu_seconds") - F("used_gpu_seconds")) / 3600)
+        .annotate(
+            idle=Sum(
+                F("allocated_gpu_seconds") - F("unmeasured_gpu_seconds") - F("used_gpu_seconds")
+            )
+            / 3600
+        )
         .order_by("-idle")[:limit]
     )

@@ -20,7 +20,7 @@ from django.utils import timezone
 from apps.accounts.models import User
 from apps.accounts.selectors import team_leads
 from apps.audit.services import audited_delete, audited_save
-from apps.catalog.models import ClusterNode, GpuClass
+from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.notifications.core import NoticeEvent
 from apps.notifications.services import notify
 from apps.orchestration import manifests as m
@@ -37,6 +37,7 @@ from apps.telemetry.models import (
     WorkloadUsage,
 )
 from apps.telemetry.prom import PrometheusClient, default_client
+from apps.telemetry.selectors import node_resolver
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_suspend_idle
@@ -137,6 +138,12 @@ def _fetch_samples(client: PrometheusClient, window: float, at: datetime) -> lis
     return samples
 
 
+def exporter_targets(client: PrometheusClient) -> frozenset[tuple[str, str]]:
+    """(namespace, pod) of the exporters Prometheus scrapes: these labels on a series are the
+    exporter's own, not a workload's."""
+    return core.exporter_targets(client.query(core.EXPORTER_TARGETS_QUERY))
+
+
 def _policy_defaults() -> core.IdlePolicy:
     return core.IdlePolicy(
         enabled=True,
@@ -197,6 +204,7 @@ class Held:
     started_at: datetime | None
     finished_at: datetime | None
     updated_at: datetime
+    cluster_id: int | None  # where it runs: a burst cluster may price GPU-hours its own way
     # Its own idle timeout (asked for, or its team policy's default); None: the idle policy's.
     idle_timeout_seconds: int | None = None
 
@@ -259,6 +267,7 @@ def telemetry_ingest(
             result.workloads = len(workloads)
             mark = time.perf_counter()
             samples = _fetch_samples(prometheus, window, moment)
+            exporters = exporter_targets(prometheus)
             result.timings["query"] = time.perf_counter() - mark
             result.series = len(samples)
             mark = time.perf_counter()
@@ -269,7 +278,7 @@ def telemetry_ingest(
             )
             result.timings["pods"] = time.perf_counter() - mark
             mark = time.perf_counter()
-            readings = core.readings_from_samples(samples)
+            readings = core.readings_from_samples(samples, exporters=exporters)
             measures = core.measure_workloads(readings, index)
             pods_of: dict[int, list[list[str]]] = {}
             for (namespace, pod), allocation in index.items():
@@ -319,6 +328,7 @@ class DayIncrement:
     day: date
     allocated: float
     used: float
+    unmeasured: float
     cost: Decimal
 
 
@@ -332,6 +342,13 @@ def _account(
 ) -> None:
     usages = _usage_states([w.pk for w in workloads])
     hourly = dict(GpuClass.objects.values_list("pk", "hourly_cost"))
+    cluster_hourly: dict[int | None, Decimal] = {
+        pk: cost
+        for pk, cost in Cluster.objects.filter(gpu_hourly_cost__isnull=False).values_list(
+            "pk", "gpu_hourly_cost"
+        )
+        if cost is not None
+    }
     segments = _day_segments(window_start, now)
     policies = PolicyBook()
     usage_rows: list[UsageState] = []
@@ -351,9 +368,12 @@ def _account(
             if seconds <= 0:
                 continue
             allocated = gpus * seconds
+            # Unmeasured is no data: neither used nor idle.
+            unmeasured = allocated if utilisation is None else 0.0
             used = allocated * (utilisation or 0.0)
-            cost = core.price(allocated, hourly[workload.gpu_class_id])
-            increments.append(DayIncrement(workload, day, allocated, used, cost))
+            price = cluster_hourly.get(workload.cluster_id, hourly[workload.gpu_class_id])
+            cost = core.price(allocated, price)
+            increments.append(DayIncrement(workload, day, allocated, used, unmeasured, cost))
             usage.allocated_gpu_seconds += allocated
             usage.used_gpu_seconds += used
             if utilisation is not None:
@@ -420,13 +440,17 @@ def _write_postgresql(usages: list[UsageState], increments: list[DayIncrement]) 
         cursor.execute(
             f"""
             INSERT INTO {table} (day, workload_id, team_id, owner_id, gpu_class_id,
-                                 allocated_gpu_seconds, used_gpu_seconds, cost)
+                                 allocated_gpu_seconds, used_gpu_seconds,
+                                 unmeasured_gpu_seconds, cost)
             SELECT * FROM unnest(%s::date[], %s::bigint[], %s::bigint[], %s::bigint[],
-                                 %s::bigint[], %s::float8[], %s::float8[], %s::numeric[])
+                                 %s::bigint[], %s::float8[], %s::float8[], %s::float8[],
+                                 %s::numeric[])
             ON CONFLICT (workload_id, day) DO UPDATE SET
                 allocated_gpu_seconds = {table}.allocated_gpu_seconds
                                         + EXCLUDED.allocated_gpu_seconds,
                 used_gpu_seconds = {table}.used_gpu_seconds + EXCLUDED.used_gpu_seconds,
+                unmeasured_gpu_seconds = {table}.unmeasured_gpu_seconds
+                                         + EXCLUDED.unmeasured_gpu_seconds,
                 cost = {table}.cost + EXCLUDED.cost
             """,  # noqa: S608 - table and column names are ours, values are parameters
             [
@@ -437,6 +461,7 @@ def _write_postgresql(usages: list[UsageState], increments: list[DayIncrement]) 
                 [i.workload.gpu_class_id for i in increments],
                 [i.allocated for i in increments],
                 [i.used for i in increments],
+                [i.unmeasured for i in increments],
                 [i.cost for i in increments],
             ],
         )
@@ -473,12 +498,18 @@ def _write_portable(usages: list[UsageState], increments: list[DayIncrement]) ->
             )
         row.allocated_gpu_seconds += inc.allocated
         row.used_gpu_seconds += inc.used
+        row.unmeasured_gpu_seconds += inc.unmeasured
         row.cost = Decimal(row.cost) + inc.cost
     UsageDay.objects.bulk_create(
         list(rows.values()),
         update_conflicts=True,
         unique_fields=["workload", "day"],
-        update_fields=["allocated_gpu_seconds", "used_gpu_seconds", "cost"],
+        update_fields=[
+            "allocated_gpu_seconds",
+            "used_gpu_seconds",
+            "unmeasured_gpu_seconds",
+            "cost",
+        ],
         batch_size=500,
     )
 
@@ -626,7 +657,8 @@ HEALTH_METRICS = (
 def node_health_store(
     nodes: Mapping[str, core.NodeHealth], *, now: datetime | None = None
 ) -> list[NodeHealthReport]:
-    """Judge and store each node's report, against the inventory's GPU count where known."""
+    """Judge and store each node's report, against the inventory's GPU count where known; the
+    verdict goes onto the inventory's node too (a failed one gets no new placements)."""
     moment = now or timezone.now()
     inventory = {n.name: n for n in ClusterNode.objects.filter(name__in=list(nodes))}
     stored = []
@@ -654,20 +686,28 @@ def node_health_store(
                 "gpus": [g.as_dict() for g in node.gpus],
                 "verdict": node.verdict,
                 "problems": node.problems,
+                "reported_as": node.reported_as,
                 "reported_at": moment,
             },
         )
+        if known is not None:
+            # The scheduler reads the verdict from the inventory: a failed node takes no work.
+            ClusterNode.objects.filter(pk=known.pk).update(
+                health_verdict=node.verdict, health_problems=node.problems[:20]
+            )
         stored.append(report)
     return stored
 
 
 def node_health_refresh(*, client: PrometheusClient | None = None) -> list[NodeHealthReport]:
-    """Read every node's latest GPU metrics from Prometheus and store its health report."""
+    """Read every node's latest GPU metrics from Prometheus and store its health report, under
+    the node's name as the cluster gives it (:func:`node_resolver`)."""
     own_client = client is None
     prometheus = client or default_client()
     try:
         names = "|".join(HEALTH_METRICS)
         result = prometheus.query(f'{{__name__=~"{names}"}}')
+        exporters = exporter_targets(prometheus)
     finally:
         if own_client:
             prometheus.close()
@@ -677,4 +717,7 @@ def node_health_refresh(*, client: PrometheusClient | None = None) -> list[NodeH
         )
         for item in result
     ]
-    return node_health_store(core.node_health_from_samples(samples))
+    resolver = node_resolver()
+    return node_health_store(
+        core.node_health_from_samples(samples, resolver=resolver, exporters=exporters)
+    )

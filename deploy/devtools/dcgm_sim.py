@@ -31,11 +31,33 @@ On a shared GPU (time-slicing, HAMi) every pod has its own series, carrying what
 (its profile × its share of the GPU) and the label ``accounting="pod"``, as the project's NVML
 agent does from per-process accounting. MIG instances report ``DCGM_FI_DEV_GPU_UTIL`` 0 and
 their activity in ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, as real MIG devices do.
+
+Exporter variants (``--exporter NAME``; :data:`EXPORTERS`). ``agent`` is the project's pynvml
+agent: every metric family, ``Hostname`` set to the node, per-pod series on shared GPUs with
+``accounting="pod"``. The others reproduce what dcgm-exporter really emits:
+
+* ``dcgm-3-h100`` (3.x): capitalised ``Hostname`` holding the node's name, ``pci_bus_id`` and
+  the driver label, empty ``container``/``namespace``/``pod`` on unowned devices;
+* ``dcgm-4-h100`` (4.x): lowercase ``hostname`` holding the name of the exporter's own pod (the
+  pod labelled ``app=nvidia-dcgm-exporter`` on that node, if any), no ``pci_bus_id``, and no pod
+  labels at all on unowned devices (so a Kubernetes scrape gives them the exporter pod's own
+  ``namespace``/``pod`` target labels);
+* ``dcgm-4-a30-mig`` (4.x on MIG nodes): no host label at all, MIG ``GPU_I_ID`` numbered as
+  the driver numbers GPU instances (by placement: 1g at 7…, 2g at 3…, 3g at 1…), no GPU_UTIL on
+  MIG devices;
+* ``dcgm-3-rtx`` (3.x on workstation cards): no ``DCGM_FI_PROF_*`` family at all.
+
+None of them has the ``accounting`` label or per-pod values on a shared GPU: every pod's series
+repeats the device's value, as dcgm-exporter does. In every dcgm-exporter variant the GPUs of
+the nodes matching ``unmeasured`` (default ``h100-3``) export neither
+``DCGM_FI_DEV_GPU_UTIL`` nor ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (a counter list without them),
+only memory, power and health.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import re
@@ -43,7 +65,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -57,6 +79,62 @@ ANNOTATION_MIG_DEVICES = "kubesim.io/mig-devices"
 DEFAULT_PROFILE = "busy"
 DEFAULT_DRIVER = "570.133.20"
 PROFILES = ("busy", "idle", "bursty", "ramping")
+EXPORTER_POD_LABEL = ("app", "nvidia-dcgm-exporter")
+# GPU instance ids the driver gives MIG instances of a 7-slice GPU, by compute slices: the
+# first id of each size (later ones of the same size follow it).
+MIG_INSTANCE_BASE = {1: 7, 2: 3, 3: 1, 4: 0, 7: 0}
+
+
+@dataclass(frozen=True)
+class ExporterProfile:
+    """How one exporter variant labels and fills its series."""
+
+    name: str
+    host_label: str = "Hostname"  # "Hostname", "hostname" or "" (none)
+    host_is_exporter_pod: bool = False  # the host label holds the exporter pod's name
+    unowned: str = "empty"  # "empty": empty pod labels; "omit": no pod labels
+    accounting_label: bool = False  # per-pod values on shared GPUs, labelled accounting="pod"
+    pci_bus_id: bool = True
+    driver_label: bool = True
+    profiling: bool = True  # the DCGM_FI_PROF_* families
+    mig_util: bool = True  # GPU_UTIL (0) on MIG devices
+    mig_ids: str = "ordinal"  # "ordinal": 1..n per GPU; "placement": the driver's ids
+    unmeasured: tuple[str, ...] = ()  # node name patterns: no GPU_UTIL nor GR_ENGINE_ACTIVE
+
+
+UNMEASURED_DEFAULT = ("h100-3",)
+EXPORTERS: dict[str, ExporterProfile] = {
+    p.name: p
+    for p in (
+        ExporterProfile("agent", accounting_label=True),
+        ExporterProfile("dcgm-3-h100", mig_ids="placement", unmeasured=UNMEASURED_DEFAULT),
+        ExporterProfile(
+            "dcgm-4-h100",
+            host_label="hostname",
+            host_is_exporter_pod=True,
+            unowned="omit",
+            pci_bus_id=False,
+            mig_ids="placement",
+            unmeasured=UNMEASURED_DEFAULT,
+        ),
+        ExporterProfile(
+            "dcgm-4-a30-mig",
+            host_label="",
+            unowned="omit",
+            mig_util=False,
+            mig_ids="placement",
+            unmeasured=UNMEASURED_DEFAULT,
+        ),
+        ExporterProfile(
+            "dcgm-3-rtx",
+            profiling=False,
+            pci_bus_id=False,
+            mig_ids="placement",
+            unmeasured=UNMEASURED_DEFAULT,
+        ),
+    )
+}
+DEFAULT_EXPORTER = "agent"
 
 HELP = {
     "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
@@ -89,6 +167,7 @@ class Device:
     slots: int = 1  # pods that can share it: time-slicing replicas, HAMi split count
     instance: str = ""
     profile: str = ""
+    placed_id: str = ""  # the GPU instance id the driver would give it
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -134,6 +213,11 @@ def _power_for(model: str) -> float:
     return 300.0
 
 
+def _mig_slices(profile: str) -> int:
+    match = re.match(r"(\d+)g\.", profile)
+    return int(match.group(1)) if match else 1
+
+
 def _mig_memory_mib(profile: str, default: int) -> int:
     match = re.fullmatch(r"\d+g\.(\d+)gb", profile)
     return int(match.group(1)) * 1024 if match else default
@@ -164,17 +248,23 @@ def node_from_k8s(obj: Mapping[str, Any]) -> Node | None:
         except ValueError:
             mig = []
         per_gpu: dict[int, int] = {}
+        per_size: dict[tuple[int, int], int] = {}
         for entry in mig:
             gpu = int(entry["gpu"])
+            profile = str(entry["profile"])
             per_gpu[gpu] = per_gpu.get(gpu, 0) + 1
+            size = _mig_slices(profile)
+            per_size[(gpu, size)] = per_size.get((gpu, size), 0) + 1
+            placed = MIG_INSTANCE_BASE.get(size, 0) + per_size[(gpu, size)] - 1
             devices.append(
                 Device(
                     node=name,
                     index=gpu,
                     uuid=uuids[gpu],
-                    memory_mib=_mig_memory_mib(str(entry["profile"]), memory),
+                    memory_mib=_mig_memory_mib(profile, memory),
                     instance=str(per_gpu[gpu]),
-                    profile=str(entry["profile"]),
+                    profile=profile,
+                    placed_id=str(placed),
                 )
             )
     else:
@@ -339,13 +429,27 @@ def _labels(values: Mapping[str, str]) -> str:
     return ",".join(f'{k}="{_escape(v)}"' for k, v in values.items())
 
 
+def exporter_pod_name(node: str) -> str:
+    """The name an exporter DaemonSet's pod on ``node`` would have when none is known."""
+    return f"nvidia-dcgm-exporter-{hashlib.sha256(node.encode()).hexdigest()[:5]}"
+
+
+def _unmeasured(exporter: ExporterProfile, node: str) -> bool:
+    return any(fnmatch.fnmatchcase(node, pattern) for pattern in exporter.unmeasured)
+
+
 def render(
     nodes: Sequence[Node],
     pods: Sequence[Pod],
     held: Mapping[str, list[Holding]],
     now: float,
+    *,
+    exporter: ExporterProfile | None = None,
+    exporter_pods: Mapping[str, str] | None = None,
 ) -> str:
-    """The /metrics text for the nodes and pods at ``now``."""
+    """The /metrics text for the nodes and pods at ``now``, as ``exporter`` would write it
+    (default: the project's agent). ``exporter_pods``: node → name of the exporter pod on it."""
+    profile = exporter or EXPORTERS[DEFAULT_EXPORTER]
     by_device: dict[tuple[str, int, str], list[tuple[Pod, float]]] = {}
     pods_by_uid = {p.uid: p for p in pods}
     for uid, holdings in held.items():
@@ -356,34 +460,41 @@ def render(
             by_device.setdefault(holding.device.key, []).append((pod, holding.share))
     rows: dict[str, list[str]] = {name: [] for name in HELP}
     for node in nodes:
+        unmeasured = _unmeasured(profile, node.name)
+        host = node.name
+        if profile.host_is_exporter_pod:
+            host = (exporter_pods or {}).get(node.name) or exporter_pod_name(node.name)
         for device in node.devices:
             holders = by_device.get(device.key, [])
             shared = device.slots > 1 or len(holders) > 1
             percent_by_pod = [(p, s, utilisation_percent(p, now)) for p, s in holders]
             device_percent = min(100.0, sum(s * u for _, s, u in percent_by_pod))
-            base = {
-                "gpu": str(device.index),
-                "UUID": device.uuid,
-                "pci_bus_id": f"00000000:{0x18 + device.index:02X}:00.0",
-                "device": f"nvidia{device.index}",
-                "modelName": node.model,
-                "Hostname": node.name,
-                "DCGM_FI_DRIVER_VERSION": node.driver,
-            }
+            base = {"gpu": str(device.index), "UUID": device.uuid}
+            if profile.pci_bus_id:
+                base["pci_bus_id"] = f"00000000:{0x18 + device.index:02X}:00.0"
+            base["device"] = f"nvidia{device.index}"
+            base["modelName"] = node.model
+            if profile.host_label:
+                base[profile.host_label] = host
+            if profile.driver_label:
+                base["DCGM_FI_DRIVER_VERSION"] = node.driver
             if device.instance:
                 base["GPU_I_PROFILE"] = device.profile
-                base["GPU_I_ID"] = device.instance
+                base["GPU_I_ID"] = (
+                    device.placed_id if profile.mig_ids == "placement" else device.instance
+                )
             idle_mem = 0.2 if holders else 0.0
             used_mem = device.memory_mib * min(1.0, idle_mem + 0.6 * device_percent / 100)
             free_mem = max(0.0, device.memory_mib - used_mem)
             power = 60 + (node.max_power_w - 60) * device_percent / 100
             temperature = 30 + 0.4 * device_percent
-            if device.instance:
-                power = temperature = float("nan")  # per-GPU fields, not per instance
             series: list[tuple[dict[str, str], float, float, float]] = []
             if not holders:
-                series.append(({**base, "container": "", "namespace": "", "pod": ""}, 0, 0, 0))
-            elif shared:
+                unowned = dict(base)
+                if profile.unowned == "empty":
+                    unowned.update({"container": "", "namespace": "", "pod": ""})
+                series.append((unowned, 0, 0, 0))
+            elif shared and profile.accounting_label:
                 for pod, share, percent in percent_by_pod:
                     labels = {
                         **base,
@@ -394,6 +505,16 @@ def render(
                     }
                     pod_mem = device.memory_mib * share * (0.2 + 0.6 * percent / 100)
                     series.append((labels, share * percent, pod_mem, percent))
+            elif shared:
+                # dcgm-exporter: every pod's series repeats the device's values.
+                for pod, _share, _percent in percent_by_pod:
+                    labels = {
+                        **base,
+                        "container": pod.container,
+                        "namespace": pod.namespace,
+                        "pod": pod.name,
+                    }
+                    series.append((labels, device_percent, used_mem, device_percent))
             else:
                 pod, _share, percent = percent_by_pod[0]
                 labels = {
@@ -406,17 +527,20 @@ def render(
             for labels, gpu_percent, mem, own_percent in series:
                 text = _labels(labels)
                 util = 0.0 if device.instance else gpu_percent
-                rows["DCGM_FI_DEV_GPU_UTIL"].append(f"DCGM_FI_DEV_GPU_UTIL{{{text}}} {util:g}")
+                active = (own_percent if device.instance else gpu_percent) / 100
+                if not unmeasured and (profile.mig_util or not device.instance):
+                    rows["DCGM_FI_DEV_GPU_UTIL"].append(f"DCGM_FI_DEV_GPU_UTIL{{{text}}} {util:g}")
                 rows["DCGM_FI_DEV_FB_USED"].append(f"DCGM_FI_DEV_FB_USED{{{text}}} {mem:.0f}")
                 rows["DCGM_FI_DEV_FB_FREE"].append(f"DCGM_FI_DEV_FB_FREE{{{text}}} {free_mem:.0f}")
-                active = (own_percent if device.instance else gpu_percent) / 100
-                rows["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].append(
-                    f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{text}}} {active:.4f}"
-                )
-                rows["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"].append(
-                    f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{text}}} {active * 0.6:.4f}"
-                )
-                if not device.instance:
+                if profile.profiling and not unmeasured:
+                    rows["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].append(
+                        f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{text}}} {active:.4f}"
+                    )
+                if profile.profiling:
+                    rows["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"].append(
+                        f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{text}}} {active * 0.6:.4f}"
+                    )
+                if not device.instance:  # per-GPU fields, not per instance
                     rows["DCGM_FI_DEV_POWER_USAGE"].append(
                         f"DCGM_FI_DEV_POWER_USAGE{{{text}}} {power:.3f}"
                     )
@@ -432,6 +556,8 @@ def render(
                 )
     out: list[str] = []
     for name, (kind, text) in HELP.items():
+        if not rows[name]:
+            continue  # a family the exporter does not emit at all
         out.append(f"# HELP {name} {text}")
         out.append(f"# TYPE {name} {kind}")
         out.extend(rows[name])
@@ -444,9 +570,17 @@ def render(
 class Simulator:
     """Reads the cluster (nodes cached for ``node_ttl`` seconds) and renders a scrape."""
 
-    def __init__(self, kubeconfig: str, *, node_ttl: float = 30.0) -> None:
+    def __init__(
+        self,
+        kubeconfig: str,
+        *,
+        node_ttl: float = 30.0,
+        exporter: ExporterProfile | None = None,
+    ) -> None:
         from kubernetes import client, config
 
+        self._exporter = exporter or EXPORTERS[DEFAULT_EXPORTER]
+        self._exporter_pods: dict[str, str] = {}
         self._api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
         self._node_ttl = node_ttl
         self._nodes: dict[str, Node] = {}
@@ -465,13 +599,30 @@ class Simulator:
                 raw = self._list(self._api.list_node, label_selector="nvidia.com/gpu.present=true")
                 self._nodes = {n.name: n for n in map(node_from_k8s, raw) if n is not None}
                 self._nodes_at = moment
+            if self._exporter.host_is_exporter_pod:
+                key, value = EXPORTER_POD_LABEL
+                exporters = self._list(
+                    self._api.list_pod_for_all_namespaces, label_selector=f"{key}={value}"
+                )
+                self._exporter_pods = {
+                    str(p["spec"]["nodeName"]): str(p["metadata"]["name"])
+                    for p in exporters
+                    if (p.get("spec") or {}).get("nodeName")
+                }
             raw_pods = self._list(
                 self._api.list_pod_for_all_namespaces, field_selector="status.phase=Running"
             )
             pods = [p for p in map(pod_from_k8s, raw_pods) if p is not None]
             held = self._assignments.update(self._nodes, pods)
             nodes = [self._nodes[name] for name in sorted(self._nodes)]
-            return render(nodes, pods, held, moment)
+            return render(
+                nodes,
+                pods,
+                held,
+                moment,
+                exporter=self._exporter,
+                exporter_pods=self._exporter_pods,
+            )
 
 
 def serve(simulator: Simulator, host: str, port: int) -> ThreadingHTTPServer:
@@ -506,6 +657,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9400)
     parser.add_argument(
+        "--exporter",
+        choices=sorted(EXPORTERS),
+        default=DEFAULT_EXPORTER,
+        help="the exporter variant to imitate (labels and metric families)",
+    )
+    parser.add_argument(
+        "--unmeasured",
+        action="append",
+        default=None,
+        metavar="NODE_PATTERN",
+        help="nodes whose GPUs export no utilisation (dcgm-exporter variants; default h100-3)",
+    )
+    parser.add_argument(
         "--wait",
         type=float,
         default=600.0,
@@ -518,7 +682,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"dcgm-sim: {args.kubeconfig} did not appear", file=sys.stderr)
             return 1
         time.sleep(1)
-    server = serve(Simulator(args.kubeconfig), args.host, args.port)
+    exporter = EXPORTERS[args.exporter]
+    if args.unmeasured is not None and exporter.name != "agent":
+        exporter = replace(exporter, unmeasured=tuple(args.unmeasured))
+    server = serve(Simulator(args.kubeconfig, exporter=exporter), args.host, args.port)
     print(f"dcgm-sim listening on http://{args.host}:{server.server_port}/metrics", flush=True)
     try:
         server.serve_forever()

@@ -215,6 +215,14 @@ SCHEDULING_PREEMPTION_GRACE_SECONDS: int | None = (
     if env_optional_str("SCHEDULING_PREEMPTION_GRACE_SECONDS")
     else None
 )
+# How long a request of each priority class waits for the hub and spoke clusters before it may
+# run on a burst cluster (if its team may burst).
+SCHEDULING_BURST_WAIT_SECONDS: dict[str, int] = {
+    "production": env_int("SCHEDULING_BURST_WAIT_PRODUCTION_SECONDS", 120, minimum=0),
+    "training": env_int("SCHEDULING_BURST_WAIT_TRAINING_SECONDS", 900, minimum=0),
+    "development": env_int("SCHEDULING_BURST_WAIT_DEVELOPMENT_SECONDS", 300, minimum=0),
+    "batch": env_int("SCHEDULING_BURST_WAIT_BATCH_SECONDS", 3600, minimum=0),
+}
 SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS = env_int(
     "SCHEDULING_FAIR_SHARE_HALF_LIFE_SECONDS", 6 * 3600, minimum=60
 )
@@ -289,6 +297,9 @@ DEV_LOGIN_USERS: list[str] = []
 # Clusters are registered in the admin (catalog → clusters). These tune how the workers
 # converge them and what notebooks look like from outside.
 ORCHESTRATION_RECONCILE_SECONDS = env_int("ORCHESTRATION_RECONCILE_SECONDS", 15, minimum=1)
+# How often team namespaces, quotas, limit ranges, network policies and priority classes
+# changed or deleted by hand are restored.
+ORCHESTRATION_DRIFT_REPAIR_SECONDS = env_int("ORCHESTRATION_DRIFT_REPAIR_SECONDS", 120, minimum=5)
 ORCHESTRATION_STATUS_SYNC_SECONDS = env_int("ORCHESTRATION_STATUS_SYNC_SECONDS", 3, minimum=1)
 ORCHESTRATION_INVENTORY_SECONDS = env_int("ORCHESTRATION_INVENTORY_SECONDS", 60, minimum=5)
 NOTEBOOK_HOST = env_str("NOTEBOOK_HOST", "")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from html.parser import HTMLParser
 from typing import Any
 
@@ -25,12 +25,13 @@ from django.db import models
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.accounts import core as accounts_core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
 from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
-from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image
+from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image, NodeMaintenance
 from apps.common.taskqueue import TaskRef
 from apps.datasets.models import Dataset
 from apps.quotas.models import TeamQuota
@@ -479,6 +480,56 @@ def _(w: Walk, cluster: Cluster) -> Outcome:
 def _(w: Walk, cluster: Cluster) -> Outcome:
     expected = event("cluster.delete", cluster)
     w.action("delete_selected", [cluster])
+    return Outcome([expected])
+
+
+# catalog.nodemaintenance
+
+
+def a_node(w: Walk) -> ClusterNode:
+    return ClusterNode.objects.create(cluster=a_cluster(w), name="gpu-7", gpu_count=8)
+
+
+def a_window(w: Walk) -> NodeMaintenance:
+    start = timezone.now() + timedelta(days=1)
+    return NodeMaintenance.objects.create(
+        node=a_node(w), starts_at=start, ends_at=start + timedelta(hours=4), reason="BIOS"
+    )
+
+
+@case("catalog.nodemaintenance:add", setup=a_node)
+def _(w: Walk, node: ClusterNode) -> Outcome:
+    w.form(NodeMaintenance, "add").set(
+        node=node.pk,
+        starts_at_0="2030-01-02",
+        starts_at_1="08:00:00",
+        ends_at_0="2030-01-02",
+        ends_at_1="12:00:00",
+        drain=True,
+        reason="Firmware update",
+    ).submit()
+    window = NodeMaintenance.objects.get(node=node)
+    assert window.created_by is not None
+    return Outcome([event("node_maintenance.create", window)])
+
+
+@case("catalog.nodemaintenance:change", setup=a_window)
+def _(w: Walk, window: NodeMaintenance) -> Outcome:
+    w.form(window).set(reason="BIOS and firmware").submit()
+    return Outcome([event("node_maintenance.update", window)])
+
+
+@case("catalog.nodemaintenance:delete", setup=a_window)
+def _(w: Walk, window: NodeMaintenance) -> Outcome:
+    expected = event("node_maintenance.delete", window)
+    w.delete(window)
+    return Outcome([expected])
+
+
+@case("catalog.nodemaintenance:action:delete_selected", setup=a_window)
+def _(w: Walk, window: NodeMaintenance) -> Outcome:
+    expected = event("node_maintenance.delete", window)
+    w.action("delete_selected", [window])
     return Outcome([expected])
 
 

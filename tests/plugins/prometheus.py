@@ -9,6 +9,8 @@ Fixtures:
 * ``prometheus_server`` (session): a running ``deploy.devtools.prometheus.Prometheus`` scraping
   it (1 s interval, recording rules loaded), returned once the first scrape is stored.
 * ``prometheus_settings`` (function): PROMETHEUS_URL and TELEMETRY_ENABLED for one test.
+* ``start_dcgm_sim`` / ``start_prometheus``: the same, for tests that run the chain over each
+  exporter variant (``dcgm_sim.EXPORTERS``) with a simulator and a Prometheus of their own.
 
 Tests using them are marked ``prometheus`` (and ``kubesim``) automatically. Without the Debian
 ``prometheus`` package they fail, naming it.
@@ -24,6 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,10 +56,13 @@ def prom_query(url: str, promql: str) -> list[dict[str, Any]]:
     return list(json.loads(body)["data"]["result"])
 
 
-@pytest.fixture(scope="session")
-def dcgm_sim(kubesim: Kubesim, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def start_dcgm_sim(
+    kubeconfig: str, log_dir: Path, exporter: str = "agent"
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """Start the DCGM simulator imitating ``exporter`` (see ``dcgm_sim.EXPORTERS``); returns its
+    ``HOST:PORT`` and process once it answers."""
     port = prom.free_port()
-    log_path = tmp_path_factory.mktemp("dcgm-sim") / "dcgm-sim.log"
+    log_path = log_dir / f"dcgm-sim-{exporter}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [
@@ -64,9 +70,11 @@ def dcgm_sim(kubesim: Kubesim, tmp_path_factory: pytest.TempPathFactory) -> Iter
                 "-m",
                 "deploy.devtools.dcgm_sim",
                 "--kubeconfig",
-                str(kubesim.kubeconfig),
+                kubeconfig,
                 "--port",
                 str(port),
+                "--exporter",
+                exporter,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -81,27 +89,48 @@ def dcgm_sim(kubesim: Kubesim, tmp_path_factory: pytest.TempPathFactory) -> Iter
                 process.kill()
                 pytest.fail(f"dcgm_sim did not start:\n{log_path.read_text()[-2000:]}")
             time.sleep(0.2)
-    yield f"127.0.0.1:{port}"
+    return f"127.0.0.1:{port}", process
+
+
+def start_prometheus(target: str, data_dir: Path) -> prom.Prometheus:
+    """A Prometheus scraping ``target`` every second, returned once the first scrape is in."""
+    try:
+        prom.find_binary()
+    except prom.PrometheusError as exc:
+        pytest.fail(f"{exc} (.ci/run installs it)", pytrace=False)
+    server = prom.start(data_dir, [target], scrape_interval="1s")
+    deadline = time.monotonic() + 60
+    # Prometheus applies a new scrape config up to 5 s after it is ready.
+    while not prom_query(server.url, 'up{job="dcgm-exporter"} == 1'):
+        if time.monotonic() > deadline:
+            server.stop()
+            pytest.fail("Prometheus never scraped the DCGM simulator")
+        time.sleep(0.3)
+    return server
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
-    process.wait(timeout=10)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def dcgm_sim(kubesim: Kubesim, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    address, process = start_dcgm_sim(str(kubesim.kubeconfig), tmp_path_factory.mktemp("dcgm"))
+    yield address
+    stop_process(process)
 
 
 @pytest.fixture(scope="session")
 def prometheus_server(
     dcgm_sim: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[prom.Prometheus]:
+    server = start_prometheus(dcgm_sim, tmp_path_factory.mktemp("prometheus"))
     try:
-        prom.find_binary()
-    except prom.PrometheusError as exc:
-        pytest.fail(f"{exc} (.ci/run installs it)", pytrace=False)
-    server = prom.start(tmp_path_factory.mktemp("prometheus"), [dcgm_sim], scrape_interval="1s")
-    try:
-        deadline = time.monotonic() + 60
-        # Prometheus applies a new scrape config up to 5 s after it is ready.
-        while not prom_query(server.url, 'up{job="dcgm-exporter"} == 1'):
-            if time.monotonic() > deadline:
-                pytest.fail("Prometheus never scraped the DCGM simulator")
-            time.sleep(0.3)
         yield server
     finally:
         server.stop()

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from apps.catalog.models import Cluster
 from apps.notifications.core import NoticeEvent
 from apps.notifications.models import Delivery, Notice
 from apps.telemetry import core, services
 from apps.telemetry.models import IdleNotice, IdlePolicy, NodeHealthReport, UsageDay, WorkloadUsage
+from apps.telemetry.selectors import top_idle_cost, usage_totals
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from tests.factories import WorkloadFactory
@@ -352,3 +354,35 @@ def test_telemetry_tasks_are_on_the_beat_schedule() -> None:
     app.finalize()
     tasks = {entry["task"] for entry in app.conf.beat_schedule.values()}
     assert {"telemetry.ingest", "telemetry.node_health"} <= tasks
+
+
+def test_unmeasured_time_is_no_data_in_the_totals_not_idle(cast: Cast) -> None:
+    dark = running(cast)
+    ingest(FakePrometheus(), index_for(dark), T0)
+    day = UsageDay.objects.get(workload=dark)
+    assert day.allocated_gpu_seconds > 0
+    assert day.unmeasured_gpu_seconds == pytest.approx(day.allocated_gpu_seconds)
+    first, end = date(2025, 3, 1), date(2025, 3, 2)
+    (total,) = usage_totals(
+        UsageDay.objects.filter(team=cast.team),
+        ("gpu_class__name",),
+        first,
+        first + timedelta(days=1),
+    )
+    assert total.utilisation is None
+    idle = {r["team__name"]: r["idle"] for r in top_idle_cost(first, end)}
+    assert idle[cast.team.name] == pytest.approx(0)
+
+
+def test_a_workload_on_a_burst_cluster_is_priced_at_that_cluster(cast: Cast) -> None:
+    cloud = Cluster.objects.create(
+        name="cloud",
+        kubeconfig_path="/etc/kube/cloud",
+        role=Cluster.Role.BURST,
+        gpu_hourly_cost=Decimal("9.5"),
+    )
+    burst, home = running(cast, cluster=cloud), running(cast)
+    prom = FakePrometheus()
+    ingest(prom, index_for(burst, home), T0)
+    assert UsageDay.objects.get(workload=burst).cost == core.price(60, Decimal("9.5"))
+    assert UsageDay.objects.get(workload=home).cost == core.price(60, Decimal("4.5"))

@@ -129,7 +129,7 @@ class MembershipAdmin(ServiceAdmin):
 class TeamAdminForm(forms.ModelForm):
     class Meta:
         model = Team
-        fields = ("name", "slug", "idp_group", "idp_lead_group")
+        fields = ("name", "slug", "idp_group", "idp_lead_group", "allow_burst")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -5,10 +5,12 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.utils import timezone
 
 from apps.adminsite.admin.base import ServiceAdmin, actor, source_ip
 from apps.adminsite.admin.quotas import QuotaInline
-from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image
+from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image, NodeMaintenance
+from apps.catalog.selectors import node_blockers
 from apps.catalog.services import (
     cluster_delete,
     cluster_save,
@@ -17,6 +19,8 @@ from apps.catalog.services import (
     gpu_class_set_enabled,
     image_delete,
     image_save,
+    node_maintenance_delete,
+    node_maintenance_save,
 )
 from apps.quotas.selectors import guarantee_warning_for_class
 
@@ -130,11 +134,29 @@ class ClusterNodeAdmin(admin.ModelAdmin):
         "gpu_count",
         "ready",
         "schedulable",
+        "health_verdict",
+        "takes_work",
         "last_seen_at",
     )
-    list_filter = ("cluster", "gpu_class", "ready", "schedulable")
+    list_filter = ("cluster", "gpu_class", "ready", "schedulable", "health_verdict")
     search_fields = ("name",)
     list_select_related = ("cluster", "gpu_class")
+    readonly_fields = ("takes_work",)
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        self._blocked: dict[int, list[str]] | None = None
+        return super().get_queryset(request)
+
+    @admin.display(description="takes new work")
+    def takes_work(self, obj: ClusterNode) -> str:
+        """Yes, or why not: cordoned, NotReady, health check failed, maintenance."""
+        blocked = getattr(self, "_blocked", None)
+        if blocked is None:
+            # One read for the whole page: the nodes listed are few hundred at most.
+            nodes = ClusterNode.objects.all()
+            blocked = self._blocked = node_blockers(nodes, now=timezone.now())
+        reasons = blocked.get(obj.pk)
+        return "yes" if not reasons else "no: " + " ".join(reasons)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -144,3 +166,24 @@ class ClusterNodeAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+@admin.register(NodeMaintenance)
+class NodeMaintenanceAdmin(ServiceAdmin):
+    """Maintenance windows: the node takes no new work from the start; with drain, what runs
+    there gets its class's notice and goes back to the queue."""
+
+    list_display = ("node", "starts_at", "ends_at", "drain", "reason", "created_by")
+    list_filter = ("drain", "node__cluster")
+    search_fields = ("node__name", "reason")
+    list_select_related = ("node", "node__cluster", "created_by")
+    fields = ("node", "starts_at", "ends_at", "drain", "reason")
+    autocomplete_fields = ("node",)
+
+    def save_model(
+        self, request: HttpRequest, obj: NodeMaintenance, form: forms.ModelForm, change: bool
+    ) -> None:
+        node_maintenance_save(actor=actor(request), window=obj, source_ip=source_ip(request))
+
+    def delete_model(self, request: HttpRequest, obj: NodeMaintenance) -> None:
+        node_maintenance_delete(actor=actor(request), window=obj, source_ip=source_ip(request))

@@ -30,7 +30,9 @@ class UsageRowSerializer(serializers.Serializer):
     gpu_class = serializers.CharField()
     allocated_gpu_hours = serializers.FloatField()
     used_gpu_hours = serializers.FloatField()
-    utilisation = serializers.FloatField(allow_null=True, help_text="used ÷ allocated")
+    utilisation = serializers.FloatField(
+        allow_null=True, help_text="used ÷ measured; null: no data"
+    )
     cost = serializers.DecimalField(max_digits=16, decimal_places=2, coerce_to_string=True)
 
 

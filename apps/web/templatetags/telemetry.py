@@ -29,9 +29,14 @@ def idle_notices(context: dict[str, Any]) -> dict[str, Any]:
 @register.filter
 def heat_class(cell: selectors.HeatCell) -> str:
     """The heat map's colour class of a GPU: ``heat-free`` when nothing is on it, else
-    ``heat-0`` (idle, red) … ``heat-10`` (busy, green) by tenths of utilisation."""
+    ``heat-nodata`` when its GPU exports no utilisation, else ``heat-0`` (idle, red) …
+    ``heat-10`` (busy, green) by tenths of utilisation."""
+    if not cell.reported:
+        return "heat-nodata"
     if not cell.pods:
         return "heat-free"
+    if cell.utilisation is None:
+        return "heat-nodata"
     return f"heat-{round(10 * min(1.0, max(0.0, cell.utilisation or 0.0)))}"
 
 
