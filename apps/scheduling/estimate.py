@@ -121,6 +121,8 @@ def waiting_details(
                 f"{format_milli(amount)} more; it starts when the team's running endpoints "
                 "there leave room, or an admin raises the guarantee."
             )
+            # What holds the guarantee is production work, which has no maximum runtime.
+            unknown, open_ended = True, True
         elif b.kind == "quota":
             limit = quota.limit_milli if quota else 0
             used = usage.get((w.team, c), 0)
