@@ -25,6 +25,7 @@ from apps.web.forms.workloads import (
     SizingForm,
     TeamWorkloadFilterForm,
     TemplateSaveForm,
+    WorkloadListForm,
 )
 from apps.workloads import core
 from tests.plugins import fuzz
@@ -182,6 +183,22 @@ def _targets(portal: Portal) -> dict[str, Target]:
     targets["notices-read"] = Target(
         "post", "/notifications/read/", cast.owner, st.fixed_dictionaries({}, optional={"id": JUNK})
     )
+    targets["workload-list"] = Target(
+        "get",
+        "/workloads/",
+        cast.owner,
+        form_data(WorkloadListForm(teams=[cast.team])).flatmap(
+            lambda d: st.fixed_dictionaries({}, optional={"page": JUNK}).map(
+                lambda extra: {**d, **extra}
+            )
+        ),
+    )
+    targets["workload-bulk-cancel"] = Target(
+        "post",
+        "/workloads/cancel/",
+        cast.owner,
+        st.fixed_dictionaries({}, optional={"ids": st.lists(JUNK, max_size=3), "next": JUNK}),
+    )
     targets["notices-page"] = Target(
         "get", "/notifications/", cast.owner, st.fixed_dictionaries({}, optional={"page": JUNK})
     )
@@ -201,6 +218,8 @@ TARGETS = [
     "notification-preferences",
     "notices-read",
     "notices-page",
+    "workload-list",
+    "workload-bulk-cancel",
 ]
 
 

@@ -7,6 +7,7 @@ from apps.web.views import credentials as credential_views
 from apps.web.views import datasets as dataset_views
 from apps.web.views import notebooks as notebook_views
 from apps.web.views import notifications as notification_views
+from apps.web.views import workload_list as list_views
 from apps.web.views import workloads as views
 
 urlpatterns = [
@@ -28,6 +29,8 @@ urlpatterns = [
         views.dashboard_capacity_partial,
         name="dashboard-capacity",
     ),
+    path("workloads/", list_views.workload_list, name="workload-list"),
+    path("workloads/cancel/", list_views.workload_bulk_cancel, name="workload-bulk-cancel"),
     path("workloads/new/", views.workload_new_start, name="workload-new-start"),
     path("workloads/new/<slug:kind>/", views.workload_new, name="workload-new"),
     path(
