@@ -79,6 +79,9 @@ def test_every_field_has_a_label_and_pages_fit_a_phone(
         "templates": "/workloads/templates/",
         "sizing": "/workloads/sizing/?params_billions=70&precision=bf16&task=lora",
         "workload-queued": f"/workloads/{workload.pk}/",
+        "workloads-list-page": "/workloads/?q=train&sort=name",
+        "notices-page": "/notifications/",
+        "notification-preferences": "/notifications/preferences/",
     }
     desktop = signed_in(portal.cast.lead)
     phone = signed_in(portal.cast.lead, viewport=(375, 812))
