@@ -57,6 +57,14 @@ if [ "${KUBESIM:-1}" = 1 ]; then
       pids+=($!)
       export PROMETHEUS_URL="${PROMETHEUS_URL:-http://127.0.0.1:9090}"
     fi
+    # The simulated nodes run no containers: the notebook gateway plays ingress-nginx (asking
+    # the portal's auth endpoint about every request) and answers in place of Jupyter, so
+    # "Open notebook" leads somewhere real. Browsers take *.localhost for this machine.
+    "$PY" -m deploy.devtools.notebook_gateway --port 8890 --portal "http://127.0.0.1:$PORT" \
+      > "$VAR/log/notebook-gateway.log" 2>&1 &
+    pids+=($!)
+    export NOTEBOOK_HOST="${NOTEBOOK_HOST:-http://notebooks.localhost:8890}"
+    export PORTAL_URL="${PORTAL_URL:-http://127.0.0.1:$PORT}"
   else
     log "Go is not installed: running without the simulated cluster"
   fi

@@ -74,7 +74,9 @@ def ingress_settings(ingress_name: str) -> dict[str, str]:
     """The WorkloadSpec fields that say how a notebook's Ingress is exposed and guarded."""
     host = ingress_host(ingress_name)
     return {
-        "notebook_host": host,
+        # An Ingress rule names a host without a port (development serves notebooks on one,
+        # e.g. NOTEBOOK_HOST=http://notebooks.localhost:8890).
+        "notebook_host": host.rsplit(":", 1)[0] if ":" in host else host,
         "notebook_tls_secret": settings.NOTEBOOK_TLS_SECRET if host else "",
         "notebook_auth_url": settings.NOTEBOOK_AUTH_URL if host else "",
         "notebook_signin_url": f"{settings.PORTAL_URL}/notebooks/signin/"

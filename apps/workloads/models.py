@@ -154,6 +154,12 @@ class Workload(models.Model):
                 condition=models.Q(deleted_at__isnull=True),
                 name="workload_live_idx",
             ),
+            # The workloads list sorted by name, a page of a team's at a time.
+            models.Index(
+                fields=["team", "name", "id"],
+                condition=models.Q(deleted_at__isnull=True),
+                name="workload_live_team_name_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=models.Q(gpu_milli__gte=1), name="workload_milli_pos"),

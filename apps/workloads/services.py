@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from secrets import randbelow
 from typing import Any
@@ -23,7 +23,11 @@ from apps.notifications.core import NoticeEvent
 from apps.notifications.services import notify
 from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload, WorkloadEvent
-from apps.workloads.selectors import request_context, workload_may_manage
+from apps.workloads.selectors import (
+    request_context,
+    workload_may_manage,
+    workloads_visible_to,
+)
 
 
 def workload_request_check(
@@ -951,3 +955,31 @@ def endpoint_call_authorise(
         endpoint_wake(actor=None, workload=workload)
         return CallVerdict(200, "Scaled to zero: waking up; retry in a minute.", waking=True)
     return CallVerdict(200, "ok")
+
+
+BULK_CANCEL_MAX = 200
+
+
+@dataclass(frozen=True)
+class BulkCancelResult:
+    cancelled: list[str]
+    refused: list[str]  # "name: why", for each one the actor may see but not cancel now
+
+
+def workloads_cancel_many(
+    *, actor: User, ids: Iterable[int], source_ip: str | None = None
+) -> BulkCancelResult:
+    """Cancel each workload through :func:`workload_cancel` (its checks and audit, one at a
+    time); ids the actor cannot see are skipped as if they did not exist."""
+    wanted = list(dict.fromkeys(ids))[:BULK_CANCEL_MAX]
+    cancelled: list[str] = []
+    refused: list[str] = []
+    for workload in workloads_visible_to(actor).filter(pk__in=wanted).order_by("pk"):
+        try:
+            workload_cancel(actor=actor, workload=workload, source_ip=source_ip)
+        except (PermissionDenied, ValidationError) as exc:
+            why = exc.messages[0] if isinstance(exc, ValidationError) else str(exc)
+            refused.append(f"{workload.name}: {why}")
+        else:
+            cancelled.append(workload.name)
+    return BulkCancelResult(cancelled=cancelled, refused=refused)

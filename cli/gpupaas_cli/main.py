@@ -477,7 +477,14 @@ def list_(
     kind: Annotated[str | None, typer.Option(help="notebook, training or sweep")] = None,
     team: TeamOpt = None,
     mine: Annotated[bool, typer.Option("--mine", help="Only my own workloads.")] = False,
-    search: Annotated[str | None, typer.Option(help="Part of the name.")] = None,
+    search: Annotated[
+        str | None, typer.Option(help="Part of the name, image, command or arguments.")
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="Created on or after, YYYY-MM-DD.")] = None,
+    until: Annotated[str | None, typer.Option(help="Created on or before, YYYY-MM-DD.")] = None,
+    sort: Annotated[
+        str | None, typer.Option(help="-created (default), created, name, -name, state, kind.")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=200, help="Rows per page.")] = 50,
     page: Annotated[int, typer.Option(min=1)] = 1,
     as_json: JsonOpt = False,
@@ -491,6 +498,9 @@ def list_(
             team=team,
             owner="me" if mine else None,
             search=search,
+            created_from=since,
+            created_to=until,
+            sort=sort,
             page_size=limit,
             page=page,
         )
@@ -986,6 +996,45 @@ def usage(
                     r["cost"],
                 ]
                 for r in result["rows"]
+            ],
+        )
+    )
+
+
+@app.command()
+@handles_errors
+def notices(
+    unread: Annotated[bool, typer.Option("--unread", help="Only those not yet read.")] = False,
+    mark_read: Annotated[
+        bool, typer.Option("--mark-read", help="Then mark all of them read.")
+    ] = False,
+    limit: Annotated[int, typer.Option(min=1, max=200, help="How many.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """What you were told: workloads that started, finished, failed or were preempted."""
+    with client() as api:
+        result = api.get(
+            "/api/v1/notifications/", unread="true" if unread else None, page_size=limit
+        )
+        if mark_read:
+            api.post("/api/v1/notifications/read/", {})
+    if as_json:
+        output.emit_json(result["results"])
+        return
+    if not result["results"]:
+        typer.echo("No notices.")
+        return
+    typer.echo(
+        output.table(
+            ["WHEN", "EVENT", "TITLE", "READ"],
+            [
+                [
+                    n["created"][:16].replace("T", " "),
+                    n["event"],
+                    n["title"],
+                    "" if n["read_at"] is None else "yes",
+                ]
+                for n in result["results"]
             ],
         )
     )

@@ -84,6 +84,9 @@ def test_every_field_has_a_label_and_pages_fit_a_phone(
         "quota-requests": "/quota-requests/",
         "reservations": f"/reservations/?gpu_class={portal.cast.gpu_class.pk}",
         "policy": f"/teams/{portal.cast.team.slug}/policy/",
+        "workloads-list-page": "/workloads/?q=train&sort=name",
+        "notices-page": "/notifications/",
+        "notification-preferences": "/notifications/preferences/",
     }
     desktop = signed_in(portal.cast.lead)
     phone = signed_in(portal.cast.lead, viewport=(375, 812))

@@ -34,6 +34,7 @@ from apps.web.forms.workloads import (
     SizingForm,
     TeamWorkloadFilterForm,
     TemplateSaveForm,
+    WorkloadListForm,
 )
 from apps.workloads import core
 from tests.plugins import fuzz
@@ -216,6 +217,22 @@ def _targets(portal: Portal) -> dict[str, Target]:
     targets["notices-read"] = Target(
         "post", "/notifications/read/", cast.owner, st.fixed_dictionaries({}, optional={"id": JUNK})
     )
+    targets["workload-list"] = Target(
+        "get",
+        "/workloads/",
+        cast.owner,
+        form_data(WorkloadListForm(teams=[cast.team])).flatmap(
+            lambda d: st.fixed_dictionaries({}, optional={"page": JUNK}).map(
+                lambda extra: {**d, **extra}
+            )
+        ),
+    )
+    targets["workload-bulk-cancel"] = Target(
+        "post",
+        "/workloads/cancel/",
+        cast.owner,
+        st.fixed_dictionaries({}, optional={"ids": st.lists(JUNK, max_size=3), "next": JUNK}),
+    )
     targets["notices-page"] = Target(
         "get", "/notifications/", cast.owner, st.fixed_dictionaries({}, optional={"page": JUNK})
     )
@@ -269,6 +286,8 @@ TARGETS = [
     "team-policy",
     "advice",
     "advice-apply",
+    "workload-list",
+    "workload-bulk-cancel",
 ]
 
 

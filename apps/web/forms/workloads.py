@@ -10,6 +10,7 @@ rules to refuse in their own words, exactly as the API does.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -24,7 +25,13 @@ from apps.orchestration.selectors import gpu_class_spec
 from apps.quotas.core import format_milli
 from apps.workloads import core, rules, sizing
 from apps.workloads.models import Workload
-from apps.workloads.selectors import ClassOffer, class_offers_for_team
+from apps.workloads.selectors import (
+    SORT_LABELS,
+    ClassOffer,
+    WorkloadFilters,
+    class_offers_for_team,
+    day_start,
+)
 
 PRIORITY_HELP = {
     core.PRIORITY_PRODUCTION: "live inference; never preempted (leads only)",
@@ -974,3 +981,60 @@ class TeamWorkloadFilterForm(forms.Form):
         if data.get("gpu_class"):
             result["gpu_class"] = data["gpu_class"]
         return result
+
+
+class WorkloadListForm(forms.Form):
+    """The workloads list's search and filters (GET); invalid values are form errors."""
+
+    q = forms.CharField(
+        label="Search", required=False, max_length=100, help_text="Name, image or command."
+    )
+    kind = forms.ChoiceField(required=False, choices=[("", "Any kind"), *Workload.Kind.choices])
+    state = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any state"), *((k, v[0]) for k, v in STATE_FILTERS.items())],
+    )
+    gpu_class = forms.ChoiceField(required=False, label="GPU class", choices=[])
+    team = forms.ChoiceField(required=False, choices=[])
+    owner = forms.CharField(
+        required=False, max_length=150, help_text="A user name, or “me”.", label="Owner"
+    )
+    created_from = forms.DateField(
+        required=False, label="Created from", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    created_to = forms.DateField(
+        required=False, label="Created to", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    sort = forms.ChoiceField(required=False, choices=list(SORT_LABELS.items()))
+
+    def __init__(self, *args: Any, teams: Iterable[Team], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        team_field: forms.ChoiceField = self.fields["team"]  # type: ignore[assignment]
+        team_field.choices = [("", "Any team"), *((t.slug, t.name) for t in teams)]
+        class_field: forms.ChoiceField = self.fields["gpu_class"]  # type: ignore[assignment]
+        class_field.choices = [
+            ("", "Any class"),
+            *((n, n) for n in GpuClass.objects.order_by("name").values_list("name", flat=True)),
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        start, end = data.get("created_from"), data.get("created_to")
+        if start and end and start > end:
+            self.add_error("created_to", "The last day comes before the first.")
+        return data
+
+    def filters(self) -> WorkloadFilters:
+        """The selector's filters (call after is_valid)."""
+        data = self.cleaned_data
+        return WorkloadFilters(
+            states=tuple(STATE_FILTERS[data["state"]][1]) if data.get("state") else (),
+            kinds=(data["kind"],) if data.get("kind") else (),
+            team=data.get("team") or None,
+            owner=(data.get("owner") or "").strip() or None,
+            gpu_class=data.get("gpu_class") or None,
+            search=(data.get("q") or "").strip() or None,
+            created_from=day_start(data.get("created_from")),
+            created_before=day_start(data.get("created_to"), days_after=1),
+            sort=data.get("sort") or "-created",
+        )

@@ -10,6 +10,7 @@ from apps.web.views import endpoints as endpoint_views
 from apps.web.views import governance as governance_views
 from apps.web.views import notebooks as notebook_views
 from apps.web.views import notifications as notification_views
+from apps.web.views import workload_list as list_views
 from apps.web.views import workloads as views
 
 urlpatterns = [
@@ -37,6 +38,8 @@ urlpatterns = [
     path(
         "overview/advice/apply/", governance_views.advice_apply_view, name="governance-advice-apply"
     ),
+    path("workloads/", list_views.workload_list, name="workload-list"),
+    path("workloads/cancel/", list_views.workload_bulk_cancel, name="workload-bulk-cancel"),
     path("workloads/new/", views.workload_new_start, name="workload-new-start"),
     path("workloads/new/<slug:kind>/", views.workload_new, name="workload-new"),
     path(
