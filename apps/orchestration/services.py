@@ -137,7 +137,11 @@ def _quantity_mib(value: Any) -> int:
 
 def cluster_inventory_sync(*, cluster: Cluster) -> int:
     """Mirror the cluster's GPU nodes into ClusterNode, and update each class's capacity."""
-    nodes = reads.gpu_nodes(cluster)
+    return cluster_inventory_store(cluster=cluster, nodes=reads.gpu_nodes(cluster))
+
+
+def cluster_inventory_store(*, cluster: Cluster, nodes: Iterable[dict[str, Any]]) -> int:
+    """The inventory from nodes already read (a list, or a watch's copy of the GPU nodes)."""
     classes = {(c.product_label, c.sharing_mode): c for c in GpuClass.objects.all()}
     seen = []
     with transaction.atomic():
@@ -675,20 +679,38 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
     """Turn pod and Job phases into workload states, with the cluster's reasons and times.
 
     Two list calls per pass (pods and Jobs with our label), whatever the number of workloads.
+    With watches running (:mod:`apps.orchestration.watch`) this is the slow safety net.
     """
+    kube = kube_for(cluster)
+    pods = kube.list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD)
+    jobs = kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD)
+    return status_sync_observed(cluster=cluster, pods=pods, jobs=jobs)
+
+
+def status_sync_observed(
+    *,
+    cluster: Cluster,
+    pods: Iterable[dict[str, Any]],
+    jobs: Iterable[dict[str, Any]],
+    workload_ids: Iterable[int] | None = None,
+) -> SyncResult:
+    """The status update from objects already read (a list, or a watch's copy): every live
+    workload of the cluster, or only ``workload_ids`` (those whose objects changed)."""
     result = SyncResult()
     kube = kube_for(cluster)
-    pods = _group_by_workload(kube.list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD))
-    jobs = _group_by_workload(kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD))
+    pods_of = _group_by_workload(pods)
+    jobs_of = _group_by_workload(jobs)
     single = enabled_clusters().count() == 1
     candidates = Workload.objects.units().filter(state__in=(wl.STARTING, wl.RUNNING))
+    if workload_ids is not None:
+        candidates = candidates.filter(pk__in=list(workload_ids))
     candidates = candidates.select_related("team", "owner", "gpu_class", "image")
     candidates = candidates.filter(cluster=cluster) | (
         candidates.filter(cluster__isnull=True) if single else candidates.none()
     )
     for workload in candidates:
-        _archive_lost_pods(kube, workload, pods.get(workload.pk, []))
-        seen = observe(workload, jobs.get(workload.pk, []), pods.get(workload.pk, []))
+        _archive_lost_pods(kube, workload, pods_of.get(workload.pk, []))
+        seen = observe(workload, jobs_of.get(workload.pk, []), pods_of.get(workload.pk, []))
         if seen.state and seen.state != workload.state:
             extra: dict[str, Any] = {}
             if seen.started_at and workload.started_at is None:
