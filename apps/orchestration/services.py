@@ -11,13 +11,14 @@ import json
 import logging
 import secrets
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
@@ -555,6 +556,50 @@ def workload_reconcile(*, workload_id: int) -> str:
     return "nothing"
 
 
+def _reconcile_one(workload_id: int) -> str | Exception:
+    try:
+        return workload_reconcile(workload_id=workload_id)
+    except (ClusterError, ValueError) as exc:
+        return exc
+
+
+def _reconcile_many(
+    todo: list[tuple[int, str]],
+) -> Iterator[tuple[int, str, str | Exception]]:
+    """``workload_reconcile`` for each, ORCHESTRATION_RECONCILE_CONCURRENCY at a time.
+
+    Each is idempotent and safe to run concurrently (object names come from the workload
+    id; a second create is a 409 on our own object), so a worker killed at any point leaves
+    at most one object per name, and the next pass finishes its work. Inside a transaction
+    (the caller's rows are not visible to other connections) they run one after the other.
+    The first unreachable cluster stops the pass: what was not started waits for the next.
+    """
+    workers = settings.ORCHESTRATION_RECONCILE_CONCURRENCY
+    if workers <= 1 or len(todo) <= 1 or connection.in_atomic_block:
+        for workload_id, counter in todo:
+            outcome = _reconcile_one(workload_id)
+            yield workload_id, counter, outcome
+            if isinstance(outcome, ClusterUnreachable):
+                return
+        return
+
+    def run(workload_id: int) -> str | Exception:
+        try:
+            return _reconcile_one(workload_id)
+        finally:
+            connection.close()  # this thread's own connection
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile") as pool:
+        futures = [(pk, counter, pool.submit(run, pk)) for pk, counter in todo]
+        for workload_id, counter, future in futures:
+            outcome = future.result()
+            yield workload_id, counter, outcome
+            if isinstance(outcome, ClusterUnreachable):
+                for _, _, rest in futures:
+                    rest.cancel()
+                return
+
+
 def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
     """One pass over a cluster: live workloads have objects, others have none, orphans go.
 
@@ -589,19 +634,16 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
             todo.append((pk, "created"))
     stale = on_cluster.filter(state__in=GONE_STATES).exclude(k8s_objects=[])
     todo.extend((pk, "deleted") for pk in stale.values_list("pk", flat=True))
-    handled: set[str] = set()
+    handled: set[str] = {str(pk) for pk, _ in todo}
     waiting: set[str] = set()
-    for workload_id, counter in todo:
-        handled.add(str(workload_id))
-        try:
-            outcome = workload_reconcile(workload_id=workload_id)
-        except ClusterUnreachable as exc:
-            result.unreachable.append(str(exc))
+    for workload_id, counter, outcome in _reconcile_many(todo):
+        if isinstance(outcome, ClusterUnreachable):
+            result.unreachable.append(str(outcome))
             return result
-        except (ClusterError, ValueError) as exc:
+        if isinstance(outcome, ClusterError | ValueError):
             # A record that cannot be reconciled is reported; the pass goes on for the others.
-            log.warning("workload %s: %s", workload_id, exc)
-            result.errors.append(f"workload {workload_id}: {exc}")
+            log.warning("workload %s: %s", workload_id, outcome)
+            result.errors.append(f"workload {workload_id}: {outcome}")
             continue
         if outcome in ("ensured", "deleted"):
             setattr(result, counter, getattr(result, counter) + 1)

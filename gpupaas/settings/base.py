@@ -280,6 +280,8 @@ DEV_LOGIN_USERS: list[str] = []
 # Clusters are registered in the admin (catalog → clusters). These tune how the workers
 # converge them and what notebooks look like from outside.
 ORCHESTRATION_RECONCILE_SECONDS = env_int("ORCHESTRATION_RECONCILE_SECONDS", 15, minimum=1)
+# Workloads a reconcile pass brings up at once (each creates its objects through the API).
+ORCHESTRATION_RECONCILE_CONCURRENCY = env_int("ORCHESTRATION_RECONCILE_CONCURRENCY", 8, minimum=1)
 # With ORCHESTRATION_WATCH on, the `watch_clusters` process follows pods, Jobs and GPU nodes
 # through watch streams and the periodic lists become a slow safety net (their defaults grow).
 ORCHESTRATION_WATCH = env_bool("ORCHESTRATION_WATCH", False)
