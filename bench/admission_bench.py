@@ -368,8 +368,12 @@ def kueue_running(kubeconfig: Path, workdir: Path) -> Iterator[subprocess.Popen[
     made = []
     for directory in CERT_DIRS:
         if not directory.exists():
+            # the outermost folder we create, so that removing it leaves nothing behind
+            top = directory
+            while not top.parent.exists():
+                top = top.parent
             directory.mkdir(parents=True)
-            made.append(directory)
+            made.append(top)
         for name in ("tls.crt", "tls.key"):
             shutil.copy(certs / name, directory / name)
     config = workdir / "kueue.yaml"
