@@ -8,13 +8,25 @@ borrowing, preemption search, FGD placement, reasons, estimates, advice) and, in
 same run, a baseline cycle — FIFO order, quota check, first fit over the nodes.
 
     .venv/bin/python bench/scheduling_scale_bench.py [--waiting 10000] [--nodes 1000]
+
+Fleet growth: ``--scales 1,3,10`` runs the cycle at each multiple of 1,000 nodes, 10,000
+waiting workloads and 30 teams (10×: 10,000 nodes × 8 GPUs, 100,000 waiting, 300 teams), each
+in a process of its own so that its peak memory is its own, and fits time and memory to
+a·scaleᵏ (least squares on the logarithms). The FIFO baseline runs at 1× only (it is a
+pass over the nodes for every waiting workload: 100× the work at 10×).
+
+    .venv/bin/python bench/scheduling_scale_bench.py --scales 1,3,10
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import random
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -184,6 +196,92 @@ def baseline_cycle(snapshot: Snapshot) -> tuple[int, int]:
     return admitted, admitted_milli
 
 
+def rss_mib() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def one_scale(args: argparse.Namespace) -> dict[str, float]:
+    """One scale, in this process: build the snapshot, time the cycle, report memory."""
+    before = rss_mib()
+    started = time.perf_counter()
+    snapshot = build(args.nodes, args.waiting, args.teams, args.seed)
+    built_s = time.perf_counter() - started
+    after_build = rss_mib()
+    times, cpus = [], []
+    result = None
+    for _ in range(args.repeat):
+        started, cpu = time.perf_counter(), time.process_time()
+        result = schedule(snapshot)
+        times.append(time.perf_counter() - started)
+        cpus.append(time.process_time() - cpu)
+    assert result is not None
+    return {
+        "nodes": args.nodes,
+        "waiting": len(snapshot.waiting),
+        "running": len(snapshot.running),
+        "teams": args.teams,
+        "gpus": sum(n.gpu_count for n in snapshot.nodes),
+        "cycle_s": statistics.median(times),
+        "cpu_s": statistics.median(cpus),
+        "admitted": len(result.admissions),
+        "build_s": built_s,
+        "snapshot_mib": after_build - before,
+        "peak_mib": rss_mib(),
+        "cycle_mib": rss_mib() - after_build,
+    }
+
+
+def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """y = a·x^k by least squares on the logarithms: (a, k)."""
+    lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1e-9)) for y in ys]
+    mx, my = statistics.mean(lx), statistics.mean(ly)
+    k = sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / sum(
+        (a - mx) ** 2 for a in lx
+    )
+    return math.exp(my - k * mx), k
+
+
+def scales(args: argparse.Namespace) -> int:
+    rows = []
+    for scale in [float(x) for x in args.scales.split(",")]:
+        command = [
+            sys.executable, __file__, "--json",
+            "--nodes", str(round(1_000 * scale)),
+            "--waiting", str(round(10_000 * scale)),
+            "--teams", str(round(30 * scale)),
+            "--repeat", str(args.repeat if scale <= 1 else 1),
+            "--seed", str(args.seed),
+        ]  # fmt: skip
+        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        row = json.loads(out.strip().splitlines()[-1])
+        row["scale"] = scale
+        rows.append(row)
+        print(
+            f"{scale:g}x: {row['nodes']} nodes ({row['gpus']} GPUs), {row['waiting']} waiting,"
+            f" {row['running']} running, {row['teams']} teams: cycle {row['cycle_s']:.2f} s"
+            f" (CPU {row['cpu_s']:.2f} s), {row['admitted']} admitted; memory: snapshot"
+            f" {row['snapshot_mib']:.0f} MiB, cycle +{row['cycle_mib']:.0f} MiB, peak"
+            f" {row['peak_mib']:.0f} MiB",
+            flush=True,
+        )
+    if len(rows) >= 2:
+        xs = [r["scale"] for r in rows]
+        for key, label in (
+            ("cycle_s", "cycle time (wall)"),
+            ("cpu_s", "cycle CPU time"),
+            ("peak_mib", "peak memory"),
+        ):
+            a, k = fit(xs, [r[key] for r in rows])
+            print(f"{label} ≈ {a:.3g} × scale^{k:.2f}")
+        largest = rows[-1]
+        print(
+            f"largest: {largest['cycle_s']:.2f} s against the 5 s goal:"
+            f" {'met' if largest['cycle_s'] < 5 else 'NOT met'}"
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--waiting", type=int, default=10_000)
@@ -191,7 +289,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--teams", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scales", help="multiples of the default fleet, e.g. 1,3,10")
+    parser.add_argument("--json", action="store_true", help="one scale, as JSON (no baseline)")
     args = parser.parse_args(argv)
+    if args.scales:
+        return scales(args)
+    if args.json:
+        print(json.dumps(one_scale(args)))
+        return 0
     snapshot = build(args.nodes, args.waiting, args.teams, args.seed)
     gpus = sum(n.gpu_count for n in snapshot.nodes)
     ours: list[float] = []

@@ -10,6 +10,7 @@ raises into the family of :mod:`apps.orchestration.errors`. API clients are made
 from __future__ import annotations
 
 import codecs
+import json
 import logging
 import random
 import time
@@ -31,6 +32,7 @@ from apps.orchestration.errors import (
     ClusterRefused,
     ClusterUnreachable,
     cluster_error,
+    server_message,
 )
 from apps.orchestration.manifests import LABEL_MANAGED_BY, LABEL_WORKLOAD, MANAGED_BY, Manifest
 
@@ -43,6 +45,22 @@ NETWORK_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+
+
+class WatchExpired(ClusterRefused):
+    """410 Gone: the resourceVersion a watch asked for is older than the server keeps; the
+    caller lists again and watches from the list's version."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=410, reason="Expired")
+
+
+# Collection paths of the kinds we follow with list + watch (all namespaces).
+COLLECTION_PATHS = {
+    ("v1", "Pod"): "/api/v1/pods",
+    ("v1", "Node"): "/api/v1/nodes",
+    ("batch/v1", "Job"): "/apis/batch/v1/jobs",
+}
 
 
 class ForeignObjectError(ClusterRefused):
@@ -381,6 +399,96 @@ class Kube:
         return self.list_objects(
             api_version, kind, namespace=namespace, label_selector=label_selector
         )
+
+    def _raw_get(
+        self, path: str, query: list[tuple[str, str]], *, timeout: float | tuple[float, float]
+    ) -> Any:
+        """A GET whose body is read by the caller (urllib3's response), with our auth."""
+        return self.api_client.call_api(
+            path,
+            "GET",
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+            _request_timeout=timeout,
+        )
+
+    def list_collection(
+        self, api_version: str, kind: str, *, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object of a kind (all namespaces) as the API server's JSON, and the list's
+        resourceVersion, from which a watch continues."""
+        path = COLLECTION_PATHS[(api_version, kind)]
+        query = [("labelSelector", label_selector)] if label_selector else []
+
+        def read() -> tuple[list[dict[str, Any]], str]:
+            response = self._raw_get(path, query, timeout=60)
+            try:
+                body = json.loads(response.data)
+            finally:
+                response.release_conn()
+            return list(body.get("items") or []), str(body["metadata"]["resourceVersion"])
+
+        return self._call(read, f"list {kind}")
+
+    def watch_collection(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[dict[str, Any]]:
+        """Events of a kind from ``resource_version`` on (``{"type", "object"}``, bookmarks
+        included), until the server ends the watch after ``timeout_seconds``.
+
+        :class:`WatchExpired` when the version is too old (410, at connect time or as an
+        ERROR event); :class:`ClusterUnreachable` when the connection cannot be made or
+        breaks. Connecting is not retried here: the caller's loop reconnects with backoff.
+        """
+        path = COLLECTION_PATHS[(api_version, kind)]
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        what = f"watch {kind}"
+        try:
+            # Read timeout beyond the server's own end of the watch: a silent connection
+            # (bookmarks come about every minute) is a broken one.
+            response = self._raw_get(path, query, timeout=(10, timeout_seconds + 90))
+        except ApiException as exc:
+            if exc.status == 410:
+                raise WatchExpired(f"{what}: {server_message(exc)}") from exc
+            raise cluster_error(exc, what=what) from exc
+        except NETWORK_ERRORS as exc:
+            raise cluster_error(exc, what=what) from exc
+        pending = b""
+        try:
+            for chunk in response.stream(amt=65536, decode_content=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        message = str(status.get("message") or status.get("reason") or "")
+                        if status.get("code") == 410:
+                            raise WatchExpired(f"{what}: {message}")
+                        raise ClusterUnreachable(f"{what}: the server ended it: {message}")
+                    yield event
+        except NETWORK_ERRORS as exc:
+            raise cluster_error(exc, what=what) from exc
+        finally:
+            response.release_conn()
 
     def pod_log(
         self, name: str, namespace: str, *, container: str, tail_lines: int, follow: bool

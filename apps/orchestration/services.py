@@ -11,13 +11,14 @@ import json
 import logging
 import secrets
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, Sum
 from django.utils import timezone
 
@@ -211,7 +212,11 @@ def _quantity_mib(value: Any) -> int:
 
 def cluster_inventory_sync(*, cluster: Cluster) -> int:
     """Mirror the cluster's GPU nodes into ClusterNode, and update each class's capacity."""
-    nodes = reads.gpu_nodes(cluster)
+    return cluster_inventory_store(cluster=cluster, nodes=reads.gpu_nodes(cluster))
+
+
+def cluster_inventory_store(*, cluster: Cluster, nodes: Iterable[dict[str, Any]]) -> int:
+    """The inventory from nodes already read (a list, or a watch's copy of the GPU nodes)."""
     classes = {(c.product_label, c.sharing_mode): c for c in GpuClass.objects.all()}
     seen = []
     with transaction.atomic():
@@ -650,6 +655,50 @@ def _labelled_objects(kube: Kube, version: str, kind: str) -> list[dict[str, Any
     return found
 
 
+def _reconcile_one(workload_id: int) -> str | Exception:
+    try:
+        return workload_reconcile(workload_id=workload_id)
+    except (ClusterError, ValueError) as exc:
+        return exc
+
+
+def _reconcile_many(
+    todo: list[tuple[int, str]],
+) -> Iterator[tuple[int, str, str | Exception]]:
+    """``workload_reconcile`` for each, ORCHESTRATION_RECONCILE_CONCURRENCY at a time.
+
+    Each is idempotent and safe to run concurrently (object names come from the workload
+    id; a second create is a 409 on our own object), so a worker killed at any point leaves
+    at most one object per name, and the next pass finishes its work. Inside a transaction
+    (the caller's rows are not visible to other connections) they run one after the other.
+    The first unreachable cluster stops the pass: what was not started waits for the next.
+    """
+    workers = settings.ORCHESTRATION_RECONCILE_CONCURRENCY
+    if workers <= 1 or len(todo) <= 1 or connection.in_atomic_block:
+        for workload_id, counter in todo:
+            outcome = _reconcile_one(workload_id)
+            yield workload_id, counter, outcome
+            if isinstance(outcome, ClusterUnreachable):
+                return
+        return
+
+    def run(workload_id: int) -> str | Exception:
+        try:
+            return _reconcile_one(workload_id)
+        finally:
+            connection.close()  # this thread's own connection
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile") as pool:
+        futures = [(pk, counter, pool.submit(run, pk)) for pk, counter in todo]
+        for workload_id, counter, future in futures:
+            outcome = future.result()
+            yield workload_id, counter, outcome
+            if isinstance(outcome, ClusterUnreachable):
+                for _, _, rest in futures:
+                    rest.cancel()
+                return
+
+
 def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
     """One pass over a cluster: live workloads have objects, others have none, orphans go.
 
@@ -688,19 +737,16 @@ def reconcile_pass(*, cluster: Cluster) -> ReconcileResult:
             todo.append((pk, "endpoints_checked"))
     stale = on_cluster.filter(state__in=GONE_STATES).exclude(k8s_objects=[])
     todo.extend((pk, "deleted") for pk in stale.values_list("pk", flat=True))
-    handled: set[str] = set()
+    handled: set[str] = {str(pk) for pk, _ in todo}
     waiting: set[str] = set()
-    for workload_id, counter in todo:
-        handled.add(str(workload_id))
-        try:
-            outcome = workload_reconcile(workload_id=workload_id)
-        except ClusterUnreachable as exc:
-            result.unreachable.append(str(exc))
+    for workload_id, counter, outcome in _reconcile_many(todo):
+        if isinstance(outcome, ClusterUnreachable):
+            result.unreachable.append(str(outcome))
             return result
-        except (ClusterError, ValueError) as exc:
+        if isinstance(outcome, ClusterError | ValueError):
             # A record that cannot be reconciled is reported; the pass goes on for the others.
-            log.warning("workload %s: %s", workload_id, exc)
-            result.errors.append(f"workload {workload_id}: {exc}")
+            log.warning("workload %s: %s", workload_id, outcome)
+            result.errors.append(f"workload {workload_id}: {outcome}")
             continue
         if outcome in ("ensured", "deleted"):
             setattr(result, counter, getattr(result, counter) + 1)
@@ -783,20 +829,38 @@ def status_sync_pass(*, cluster: Cluster) -> SyncResult:
     """Turn pod and Job phases into workload states, with the cluster's reasons and times.
 
     Two list calls per pass (pods and Jobs with our label), whatever the number of workloads.
+    With watches running (:mod:`apps.orchestration.watch`) this is the slow safety net.
     """
+    kube = kube_for(cluster)
+    pods = kube.list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD)
+    jobs = kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD)
+    return status_sync_observed(cluster=cluster, pods=pods, jobs=jobs)
+
+
+def status_sync_observed(
+    *,
+    cluster: Cluster,
+    pods: Iterable[dict[str, Any]],
+    jobs: Iterable[dict[str, Any]],
+    workload_ids: Iterable[int] | None = None,
+) -> SyncResult:
+    """The status update from objects already read (a list, or a watch's copy): every live
+    workload of the cluster, or only ``workload_ids`` (those whose objects changed)."""
     result = SyncResult()
     kube = kube_for(cluster)
-    pods = _group_by_workload(kube.list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD))
-    jobs = _group_by_workload(kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD))
+    pods_of = _group_by_workload(pods)
+    jobs_of = _group_by_workload(jobs)
     single = enabled_clusters().count() == 1
     candidates = Workload.objects.units().filter(state__in=(wl.STARTING, wl.RUNNING))
+    if workload_ids is not None:
+        candidates = candidates.filter(pk__in=list(workload_ids))
     candidates = candidates.select_related("team", "owner", "gpu_class", "image")
     candidates = candidates.filter(cluster=cluster) | (
         candidates.filter(cluster__isnull=True) if single else candidates.none()
     )
     for workload in candidates:
-        _archive_lost_pods(kube, workload, pods.get(workload.pk, []))
-        seen = observe(workload, jobs.get(workload.pk, []), pods.get(workload.pk, []))
+        _archive_lost_pods(kube, workload, pods_of.get(workload.pk, []))
+        seen = observe(workload, jobs_of.get(workload.pk, []), pods_of.get(workload.pk, []))
         if seen.state and seen.state != workload.state:
             extra: dict[str, Any] = {}
             if seen.started_at and workload.started_at is None:

@@ -25,6 +25,7 @@ placement costs one pass over the distinct states, not over every node.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import insort
 from collections.abc import Sequence
@@ -355,6 +356,12 @@ class MigPool:
         # node → profile → its best free instance (score, gpu, slot), recomputed on change.
         self._best: dict[str, dict[str, tuple[tuple[int, int], int, int] | None]] = {}
         self._max_gpus = max((n.gpu_count for n in self.specs), default=0)
+        self._index = {n.name: i for i, n in enumerate(self.specs)}
+        # profile → heap of (GPU free, node free, node index): the nodes' best instances in
+        # find's order; entries whose node changed since are dropped when they surface.
+        self._heaps: dict[str, list[tuple[int, int, int]]] = {}
+        self._pushed: dict[str, dict[int, tuple[int, int] | None]] = {}
+        self._changed: dict[str, set[int]] = {}
 
     def capacity_milli(self) -> int:
         return sum(n.gpu_count for n in self.specs) * 1000
@@ -396,23 +403,63 @@ class MigPool:
     def node_count(self) -> int:
         return len(self.specs)
 
+    def _heap(self, profile: str) -> list[tuple[int, int, int]]:
+        """The profile's heap, brought up to the nodes changed since it was last used."""
+        heap = self._heaps.get(profile)
+        pushed = self._pushed.setdefault(profile, {})
+        if heap is None:
+            heap = []
+            for idx, spec in enumerate(self.specs):
+                found = self._node_best(spec, profile)
+                pushed[idx] = found[0] if found is not None else None
+                if found is not None:
+                    heap.append((*found[0], idx))
+            heapq.heapify(heap)
+            self._heaps[profile] = heap
+            self._changed[profile] = set()
+            return heap
+        for idx in self._changed[profile]:
+            found = self._node_best(self.specs[idx], profile)
+            score = found[0] if found is not None else None
+            if score != pushed.get(idx):
+                pushed[idx] = score
+                if score is not None:
+                    heapq.heappush(heap, (*score, idx))
+        self._changed[profile].clear()
+        return heap
+
     def find(self, demand: Demand) -> Choice | None:
+        """The node whose best free instance of the profile is on the fullest GPU, then the
+        fullest node, then the first by name, among the nodes with the CPU and memory; one
+        heap per profile, so a find costs the nodes it passes over, not every node."""
         dkey = (demand.mig_profile, demand.cpu_milli, demand.memory_mib)
         if self._failed.get(dkey) == self.epoch:
             return None
-        best: tuple[tuple[int, int, int, int, int], int, int, int] | None = None
         profile = demand.mig_profile or ""
-        for idx, spec in enumerate(self.specs):
-            if spec.name in self._excluded:
+        heap = self._heap(profile)
+        pushed = self._pushed[profile]
+        passed: list[tuple[int, int, int]] = []
+        best: tuple[tuple[int, int, int, int, int], int, int, int] | None = None
+        while heap:
+            gpu_free, node_free, idx = heap[0]
+            if pushed.get(idx) != (gpu_free, node_free):
+                heapq.heappop(heap)  # the node changed since: its current entry is also in
                 continue
-            if self.cpu[spec.name] < demand.cpu_milli or self.mem[spec.name] < demand.memory_mib:
+            spec = self.specs[idx]
+            if (
+                spec.name in self._excluded
+                or self.cpu[spec.name] < demand.cpu_milli
+                or self.mem[spec.name] < demand.memory_mib
+            ):
+                passed.append(heapq.heappop(heap))
                 continue
             found = self._node_best(spec, profile)
-            if found is not None:
-                (gpu_free, node_free), g, slot = found
-                score = (gpu_free, node_free, idx, g, slot)
-                if best is None or score < best[0]:
-                    best = (score, idx, g, slot)
+            assert found is not None
+            _score, g, slot = found
+            best = ((gpu_free, node_free, idx, g, slot), idx, g, slot)
+            break
+        for entry in passed:
+            heapq.heappush(heap, entry)
         if best is None:
             if not self._excluded:
                 self._failed[dkey] = self.epoch
@@ -447,6 +494,10 @@ class MigPool:
 
     def _set(self, replica: ReplicaPlacement, free: bool) -> None:
         self._best.pop(replica.node, None)
+        idx = self._index.get(replica.node)
+        if idx is not None:
+            for changed in self._changed.values():
+                changed.add(idx)
         gpus = self.free.get(replica.node)
         if gpus is None or replica.mig_slot is None:
             return

@@ -300,8 +300,18 @@ ORCHESTRATION_RECONCILE_SECONDS = env_int("ORCHESTRATION_RECONCILE_SECONDS", 15,
 # How often team namespaces, quotas, limit ranges, network policies and priority classes
 # changed or deleted by hand are restored.
 ORCHESTRATION_DRIFT_REPAIR_SECONDS = env_int("ORCHESTRATION_DRIFT_REPAIR_SECONDS", 120, minimum=5)
-ORCHESTRATION_STATUS_SYNC_SECONDS = env_int("ORCHESTRATION_STATUS_SYNC_SECONDS", 3, minimum=1)
-ORCHESTRATION_INVENTORY_SECONDS = env_int("ORCHESTRATION_INVENTORY_SECONDS", 60, minimum=5)
+# Workloads a reconcile pass brings up at once (each creates its objects through the API).
+ORCHESTRATION_RECONCILE_CONCURRENCY = env_int("ORCHESTRATION_RECONCILE_CONCURRENCY", 8, minimum=1)
+# With ORCHESTRATION_WATCH on, the `watch_clusters` process follows pods, Jobs and GPU nodes
+# through watch streams and the periodic lists become a slow safety net (their defaults grow).
+ORCHESTRATION_WATCH = env_bool("ORCHESTRATION_WATCH", False)
+ORCHESTRATION_WATCH_SECONDS = env_int("ORCHESTRATION_WATCH_SECONDS", 300, minimum=10)
+ORCHESTRATION_STATUS_SYNC_SECONDS = env_int(
+    "ORCHESTRATION_STATUS_SYNC_SECONDS", 60 if ORCHESTRATION_WATCH else 3, minimum=1
+)
+ORCHESTRATION_INVENTORY_SECONDS = env_int(
+    "ORCHESTRATION_INVENTORY_SECONDS", 600 if ORCHESTRATION_WATCH else 60, minimum=5
+)
 NOTEBOOK_HOST = env_str("NOTEBOOK_HOST", "")
 # Notebooks are opened only through the portal: their Ingress asks the portal's auth endpoint
 # about every request (ingress-nginx auth-url) and sends people without access to the portal's
