@@ -531,6 +531,7 @@ SPECTACULAR_SETTINGS = {
         "QuotaRequestStateEnum": "apps.quotas.models.QuotaRequest.State",
         "QuotaRequestKindEnum": "apps.quotas.models.QuotaRequest.Kind",
         "ReservationStateEnum": "apps.reservations.models.Reservation.State",
+        "NoticeEventEnum": "apps.api.views.notifications.EVENTS",
     },
 }
 

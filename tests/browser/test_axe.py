@@ -13,6 +13,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from apps.accounts.services import api_token_create
+from apps.quotas.models import QuotaRequest
 from apps.telemetry.models import WorkloadUsage
 from apps.workloads import core
 from apps.workloads.models import RequestTemplate
@@ -51,6 +52,23 @@ NOT_PAGES = {
     "accounts:token-revoke",
     "telemetry:workload-series",
     "telemetry:resume",
+    "workload-bulk-cancel",
+    "notices-read",
+    "endpoint-panel",
+    "endpoint-auth",
+    "endpoint-key-create",
+    "endpoint-key-revoke",
+    "endpoint-rollout",
+    "endpoint-scale",
+    "endpoint-wake",
+    "governance-quota-edit",
+    "governance-advice-apply",
+    "quota-request-withdraw",
+    "reservation-decide",
+    "reservation-withdraw",
+    "team-budget-set",
+    "team-budget-approve",
+    "team-policy-set",
 }
 # Pages drawn by a third-party bundle, not by the portal's templates: the API reference is
 # Swagger UI's own markup (its colours and nested buttons are its own).
@@ -96,8 +114,37 @@ def pages(portal: Portal) -> dict[str, tuple[str, Any]]:
         owner=cast.owner, name="nb", kind=core.KIND_NOTEBOOK, values={"name": "x"}
     )
     assert template.pk
+    endpoint = portal.workload(
+        name="chat-endpoint",
+        kind=core.KIND_INFERENCE,
+        priority_class=core.PRIORITY_PRODUCTION,
+        state=core.RUNNING,
+        params={"endpoint": {"min_replicas": 1, "max_replicas": 2, "target_replicas": 1}},
+    )
+    later = timezone.now() + timedelta(days=1)
+    asked = QuotaRequest.objects.create(
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        requested_by=cast.owner,
+        kind=QuotaRequest.Kind.TEAM,
+        amount_milli=2000,
+        starts_at=later,
+        ends_at=later + timedelta(days=7),
+        justification="deadline",
+    )
     team = cast.team.slug
     return {
+        "workload-list": ("/workloads/?q=train&sort=name", cast.owner),
+        "workload-detail/endpoint": (f"/workloads/{endpoint.pk}/", cast.lead),
+        "notices": ("/notifications/", cast.owner),
+        "notification-preferences": ("/notifications/preferences/", cast.owner),
+        "governance-overview": ("/overview/", cast.admin),
+        "governance-advice": ("/overview/advice/", cast.admin),
+        "quota-requests": ("/quota-requests/", cast.owner),
+        "quota-request-detail": (f"/quota-requests/{asked.pk}/", cast.admin),
+        "reservations": (f"/reservations/?gpu_class={cast.gpu_class.pk}", cast.lead),
+        "team-budget": (f"/teams/{team}/budget/", cast.lead),
+        "team-policy": (f"/teams/{team}/policy/", cast.lead),
         "home": ("/", cast.owner),
         "workload-new": ("/workloads/new/notebook/", cast.owner),
         "workload-new/training": ("/workloads/new/training/", cast.lead),

@@ -39,7 +39,7 @@ def test_half_a_gpu_is_500_milli() -> None:
 @pytest.mark.parametrize(
     ("base", "message"),
     [
-        ({"name": "x"}, "kind is notebook, job (training) or sweep"),
+        ({"name": "x"}, "kind is notebook, job (training), sweep or endpoint (inference)"),
         ({"kind": "job", "name": "x", "image": "i", "gpu": 1}, "Missing: gpu_class."),
         ({"kind": "job", "name": "x", "image": "i", "gpu_class": "c"}, "gpu (or gpu_milli)"),
         ({"kind": "job", "name": "x", "image": "i", "gpu_class": "c", "gpu": "lots"}, "number"),

@@ -91,7 +91,11 @@ class MarkReadSerializer(serializers.Serializer):
     )
 
 
-MARKED = serializers.DictField(child=serializers.IntegerField())
+class MarkedSerializer(serializers.Serializer[dict[str, int]]):
+    marked = serializers.IntegerField(help_text="How many notices were marked read.")
+
+
+MARKED = MarkedSerializer
 
 
 class NoticeReadAllView(APIView):
