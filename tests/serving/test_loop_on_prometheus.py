@@ -5,6 +5,7 @@ next scheduling cycle admits them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,13 +20,43 @@ from apps.serving.services import autoscale_pass
 from apps.telemetry.prom import PrometheusClient
 from apps.workloads import core as wl
 from apps.workloads.services import workload_submit
+from deploy.devtools import dcgm_sim
+from deploy.devtools import prometheus as prom
+from deploy.devtools.kubesim import Kubesim
 from tests.factories import GpuClassFactory, ImageFactory, UserFactory
 from tests.orchestration.test_on_kubesim import core_api  # noqa: F401 - the fixture
-from tests.plugins.prometheus import prom_query
-from tests.telemetry.test_chain import cleanup, cluster, make_team, prometheus  # noqa: F401
+from tests.plugins.prometheus import prom_query, start_dcgm_sim, start_prometheus, stop_process
+from tests.telemetry.test_chain import (  # noqa: F401 - the fixtures
+    cleanup,
+    cluster,
+    exporter_pods,
+    make_team,
+    prometheus,
+)
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.prometheus, pytest.mark.django_db]
+
+
+@pytest.fixture(scope="module")
+def chain(
+    kubesim: Kubesim,
+    exporter_pods: dict[str, str],  # noqa: F811 - the fixture
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[dcgm_sim.ExporterProfile, prom.Prometheus]]:
+    """The simulator as the platform's own node agent exports (one variant is enough here: the
+    exporter variants have their own chain tests), and a Prometheus scraping it."""
+    exporter = dcgm_sim.EXPORTERS["agent"]
+    directory = tmp_path_factory.mktemp("serving-chain")
+    address, process = start_dcgm_sim(str(kubesim.kubeconfig), directory, exporter.name)
+    try:
+        server = start_prometheus(address, directory / "prometheus")
+        try:
+            yield exporter, server
+        finally:
+            server.stop()
+    finally:
+        stop_process(process)
 
 
 def test_a_busy_endpoint_scaling_on_gpu_utilisation_gets_more_replicas(
