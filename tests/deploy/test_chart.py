@@ -70,7 +70,7 @@ def test_rendered_pods_are_locked_down(helm_binary: Path, value_set: str) -> Non
     docs = render_chart("gpupaas", "-n", "gpupaas", *VALUE_SETS[value_set])
     pods = _pod_specs(docs)
     assert pods, "no workloads rendered"
-    talks_to_kubernetes = {"web", "stream", "worker"}
+    talks_to_kubernetes = {"web", "stream", "worker", "watch"}
     for name, spec in pods.items():
         assert spec["securityContext"]["runAsNonRoot"] is True, name
         component = name.rsplit("-", 1)[-1]
@@ -105,7 +105,7 @@ def test_production_values_wire_oidc_prometheus_tls_and_policy(helm_binary: Path
     )
     for name, spec in _pod_specs(docs).items():
         mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
-        if name.rsplit("-", 1)[-1] in {"web", "stream", "worker"}:
+        if name.rsplit("-", 1)[-1] in {"web", "stream", "worker", "watch"}:
             assert mounts["clusters"]["readOnly"] is True, name
             assert {
                 "name": "clusters",
@@ -211,6 +211,10 @@ def test_service_account_may_do_its_cluster_work(portal_api: client.ApiClient) -
     assert _can(portal_api, "create", "priorityclasses", group="scheduling.k8s.io")
     assert _can(portal_api, "list", "pods")  # the status sweep, cluster-wide
     assert _can(portal_api, "list", "jobs", group="batch")
+    # the watch process follows pods, Jobs and GPU nodes; it changes none of them
+    assert _can(portal_api, "watch", "pods") and _can(portal_api, "watch", "nodes")
+    assert _can(portal_api, "watch", "jobs", group="batch")
+    assert not _can(portal_api, "watch", "secrets")
     # ... and nothing namespaced beyond reading until a team namespace binds it
     assert not _can(portal_api, "create", "jobs", "default", "batch")
     assert not _can(portal_api, "get", "pods", "default")

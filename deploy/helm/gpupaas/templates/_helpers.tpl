@@ -40,6 +40,10 @@ app.kubernetes.io/component: {{ .component }}
   valueFrom: {secretKeyRef: {name: {{ .Values.redis.existingSecret | quote }}, key: {{ .Values.redis.key | quote }}}}
 - name: ALLOWED_HOSTS
   value: {{ .Values.host | quote }}
+# With the watch process running, status and inventory follow watch streams and the periodic
+# lists become the slow safety net.
+- name: ORCHESTRATION_WATCH
+  value: {{ ternary "true" "false" .Values.watch.enabled | quote }}
 - name: CSRF_TRUSTED_ORIGINS
   value: {{ printf "https://%s" .Values.host | quote }}
 - name: PORTAL_URL
