@@ -51,8 +51,13 @@ def team_secrets(request: HttpRequest, slug: str) -> HttpResponse:
         except PermissionDenied as exc:
             form.add_error("personal", str(exc))
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
-                form.add_error(field if field in form.fields else None, list(errors))
+            # By field (a bad name or value), or one message for the whole form (no cluster
+            # is registered to keep the secret in).
+            if not hasattr(exc, "error_dict"):
+                form.add_error(None, exc)
+            else:
+                for field, errors in exc.message_dict.items():
+                    form.add_error(field if field in form.fields else None, list(errors))
         except ClusterError as exc:
             form.add_error(None, f"Not saved: {cluster_error_answer(exc).message}")
         else:
