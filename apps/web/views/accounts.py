@@ -24,6 +24,7 @@ from apps.accounts.services import api_token_create, api_token_revoke
 from apps.audit.services import audit_record
 from apps.common.http import client_ip
 from apps.web.forms.accounts import ApiTokenForm
+from apps.web.forms.errors import errors_by_field
 from apps.web.forms.workloads import TeamWorkloadFilterForm
 from apps.workloads.selectors import quota_bars_for_teams, team_workloads
 from apps.workloads.sizing import request_label
@@ -125,7 +126,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
                 source_ip=client_ip(request),
             )
         except ValidationError as exc:
-            for field, errs in exc.message_dict.items():
+            for field, errs in errors_by_field(exc).items():
                 name = "expiry" if field == "expires_at" else field
                 form.add_error(name if name in form.fields else None, list(errs))
         else:

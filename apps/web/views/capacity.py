@@ -41,6 +41,7 @@ from apps.reservations.selectors import (
 from apps.reservations.services import reservation_book, reservation_cancel, reservation_decide
 from apps.scheduling.selectors import ReservationUse, reservation_uses
 from apps.web.forms.capacity import CalendarForm, DecisionForm, QuotaRequestForm, ReservationForm
+from apps.web.forms.errors import errors_by_field
 
 CALENDAR_DAYS = 7
 LIST_LIMIT = 100
@@ -52,7 +53,7 @@ def _user(request: HttpRequest) -> User:
 
 def _form_errors(form: Form, exc: ValidationError) -> None:
     names = {"amount_milli": "amount", "size_milli": "size"}
-    for field, errors in exc.message_dict.items():
+    for field, errors in errors_by_field(exc).items():
         field = names.get(field, field)
         form.add_error(field if field in form.fields else None, list(errors))
 

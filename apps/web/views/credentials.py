@@ -18,6 +18,7 @@ from apps.orchestration.credentials import secret_create, secret_delete, secret_
 from apps.orchestration.errors import ClusterError, cluster_error_answer
 from apps.web.access import team_or_404
 from apps.web.forms.credentials import SecretCreateForm, SecretValueForm
+from apps.web.forms.errors import errors_by_field
 
 
 def _secret(request: HttpRequest, team: Team) -> Secret:
@@ -53,11 +54,8 @@ def team_secrets(request: HttpRequest, slug: str) -> HttpResponse:
         except ValidationError as exc:
             # By field (a bad name or value), or one message for the whole form (no cluster
             # is registered to keep the secret in).
-            if not hasattr(exc, "error_dict"):
-                form.add_error(None, exc)
-            else:
-                for field, errors in exc.message_dict.items():
-                    form.add_error(field if field in form.fields else None, list(errors))
+            for field, errors in errors_by_field(exc).items():
+                form.add_error(field if field in form.fields else None, list(errors))
         except ClusterError as exc:
             form.add_error(None, f"Not saved: {cluster_error_answer(exc).message}")
         else:

@@ -17,6 +17,7 @@ from apps.datasets.selectors import team_dataset, team_datasets
 from apps.datasets.services import dataset_register, dataset_remove
 from apps.web.access import team_or_404
 from apps.web.forms.datasets import DatasetRegisterForm
+from apps.web.forms.errors import errors_by_field
 
 
 @login_required
@@ -34,7 +35,7 @@ def team_datasets_page(request: HttpRequest, slug: str) -> HttpResponse:
             messages.error(request, str(exc))
             return redirect("team-datasets", slug=team.slug)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
+            for field, errors in errors_by_field(exc).items():
                 form.add_error(field if field in form.fields else None, list(errors))
         else:
             messages.success(request, f"Dataset “{dataset.name}” registered.")

@@ -27,6 +27,7 @@ from apps.quotas.core import format_milli
 from apps.quotas.services import team_quota_set
 from apps.telemetry import overview, rightsizing
 from apps.web.access import team_or_404
+from apps.web.forms.errors import errors_by_field
 from apps.web.forms.governance import (
     AdviceApplyForm,
     AdviceForm,
@@ -111,7 +112,7 @@ def quota_edit(request: HttpRequest) -> HttpResponse:
         try:
             result = team_quota_set(actor=user, source_ip=client_ip(request), **values)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
+            for field, errors in errors_by_field(exc).items():
                 name = field.removesuffix("_milli")
                 form.add_error(name if name in form.fields else None, ValidationError(errors))
         else:
@@ -185,7 +186,7 @@ def team_budget_set(request: HttpRequest, slug: str) -> HttpResponse:
         except PermissionDenied as exc:
             return render(request, "governance/forbidden.html", {"message": str(exc)}, status=403)
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
+            for field, errors in errors_by_field(exc).items():
                 form.add_error(field if field in form.fields else None, ValidationError(errors))
         else:
             messages.success(request, f"Budget of {team.name} saved.")

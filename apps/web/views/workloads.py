@@ -53,6 +53,7 @@ from apps.scheduling.services import (
     request_dry_run,
 )
 from apps.web.access import cluster_view
+from apps.web.forms.errors import errors_by_field
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
     SizingForm,
@@ -275,7 +276,7 @@ def workload_new(request: HttpRequest, kind: str) -> HttpResponse:
                     team=form.cleaned_data["team"] if template_form.cleaned_data["share"] else None,
                 )
             except ValidationError as exc:
-                for errors in exc.message_dict.values():
+                for errors in errors_by_field(exc).values():
                     template_form.add_error("name", list(errors))
             else:
                 messages.success(request, f"Template “{saved.name}” saved.")
@@ -292,7 +293,7 @@ def workload_new(request: HttpRequest, kind: str) -> HttpResponse:
                 actor=user, source_ip=client_ip(request), **form.submit_kwargs()
             )
         except ValidationError as exc:
-            for field, errors in exc.message_dict.items():
+            for field, errors in errors_by_field(exc).items():
                 form.add_error(form.error_field(field), list(errors))
         except PermissionDenied as exc:
             form.add_error("team", str(exc))
@@ -350,7 +351,7 @@ def workload_new_verdict(request: HttpRequest, kind: str) -> HttpResponse:
         except ValidationError as exc:
             context["problems"] = [
                 f"{_field_label(form, field)}{message}"
-                for field, messages_ in exc.message_dict.items()
+                for field, messages_ in errors_by_field(exc).items()
                 for message in messages_
             ]
         except PermissionDenied as exc:
