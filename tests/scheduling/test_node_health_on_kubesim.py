@@ -131,7 +131,8 @@ def test_unhealthy_cordoned_and_maintained_nodes_get_no_work_and_a_drain_requeue
         name="full-node",
         gpu_class=h100,
         image=ImageFactory(),
-        gpu_milli=8000,
+        # One GPU: the nodes of the shared simulated cluster may still run other tests' pods.
+        gpu_milli=1000,
         priority_class=wl.PRIORITY_TRAINING,
         command=["python", "train.py"],
         requeue_on_preemption=False,
