@@ -60,8 +60,17 @@ def team(kubesim: Kubesim, kube_api_client: Any) -> Iterator[Team]:
     Cluster.objects.create(name="sim", kubeconfig_path=str(kubesim.kubeconfig))
     services.team_namespace_ensure(team=team)
     yield team
+    core = k8s.CoreV1Api(kube_api_client)
     with contextlib.suppress(ApiException):
-        k8s.CoreV1Api(kube_api_client).delete_namespace(team.namespace)
+        core.delete_namespace(team.namespace)
+    # Sixty Jobs take a while to go: wait, so that the next test finds the GPUs free.
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespace(team.namespace)
+        except ApiException:
+            break
+        time.sleep(0.5)
 
 
 def jobs_per_workload(kube_api_client: Any, namespace: str) -> Counter[str]:
@@ -82,7 +91,8 @@ def test_a_worker_killed_mid_pass_leaves_one_object_per_workload(
             gpu_class=gpu_class,
             image=image,
             state=wl.ADMITTED,
-            params={"pod_annotations": {"kubesim.io/run-duration": "1h"}},
+            # Short-lived pods: the shared simulated cluster's GPUs are free again at once.
+            params={"pod_annotations": {"kubesim.io/run-duration": "1s"}},
         ).pk
         for _ in range(WORKLOADS)
     ]
