@@ -39,6 +39,14 @@ import gc
 import os
 from typing import Any
 
+# Under ASGI a request's synchronous code runs on an executor thread, and a persistent
+# database connection opened there is neither reused nor closed by the request signals, which
+# fire elsewhere: with DATABASE_CONN_MAX_AGE above 0, connections piled up (2 workers went from
+# 7 to over 90 under bench/api_mix_bench.py) until PostgreSQL refused new ones and requests
+# failed. The web server therefore closes each request's connection unless the deployment sets
+# the variable itself (behind a pooler, say); Celery workers keep their persistent connections.
+os.environ.setdefault("DATABASE_CONN_MAX_AGE", "0")
+
 bind = "0.0.0.0:8000"
 workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 worker_class = "gpupaas.workers.UvicornWorker"

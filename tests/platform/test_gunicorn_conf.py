@@ -4,6 +4,8 @@ import gc
 import importlib
 import os
 
+import pytest
+
 from gpupaas import gunicorn_conf
 
 
@@ -34,3 +36,14 @@ def test_the_worker_is_uvicorns_and_ends_open_streams_on_a_graceful_stop() -> No
     assert issubclass(worker, UvicornWorker)
     shutdown = worker.CONFIG_KWARGS["timeout_graceful_shutdown"]
     assert 0 < shutdown < gunicorn_conf.graceful_timeout
+
+
+def test_the_web_server_closes_database_connections_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DATABASE_CONN_MAX_AGE", raising=False)
+    importlib.reload(gunicorn_conf)
+    assert os.environ["DATABASE_CONN_MAX_AGE"] == "0"
+    monkeypatch.setenv("DATABASE_CONN_MAX_AGE", "30")
+    importlib.reload(gunicorn_conf)
+    assert os.environ["DATABASE_CONN_MAX_AGE"] == "30"
