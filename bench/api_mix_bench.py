@@ -138,12 +138,17 @@ def background_loop(cluster_id: int, stop_file: Path, out_file: Path, pause: flo
     from apps.catalog.models import Cluster
 
     cluster = Cluster.objects.get(pk=cluster_id)
-    rounds = []
-    while not stop_file.exists():
-        rounds.append(background_round(cluster))
-        if pause:
-            time.sleep(pause)
-    out_file.write_text(json.dumps(rounds))
+    rounds: list[dict[str, Any]] = []
+    try:
+        while not stop_file.exists():
+            rounds.append(background_round(cluster))
+            if pause:
+                time.sleep(pause)
+    except Exception as exc:  # the window is then not busy to its end: say so, keep the rest
+        rounds.append({"failed": [time.time(), f"{type(exc).__name__}: {exc}"]})
+        raise
+    finally:
+        out_file.write_text(json.dumps(rounds))
     return 0
 
 
@@ -298,6 +303,11 @@ def main() -> int:
         redis.wait(timeout=30)
         shutil.rmtree(work, ignore_errors=True)
 
+    for r in rounds:
+        if "failed" in r:
+            print(
+                f"the background loop stopped at {r['failed'][0] - start:+.1f} s: {r['failed'][1]}"
+            )
     cycles = in_window(rounds, "cycle", start, end)
     passes = in_window(rounds, "reconcile", start, end)
     syncs = in_window(rounds, "sync", start, end)
