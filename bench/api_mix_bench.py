@@ -24,7 +24,7 @@ every 3 s by default): the worst a worker on this machine can do. ``--pause`` ad
     .venv/bin/python bench/api_mix_bench.py [--duration 30] [--rate 200] [--backlog 2000]
 
 Needs what api_bench.py needs for its paced rows (vegeta, PostgreSQL, redis-server; wrk is
-not used) and Go for kubesim. Creates and drops its own database (gpupaas_bench_api_mix).
+not used) and Go for kubesim. Drops and recreates its own database (gpupaas_bench_api_mix) at start.
 """
 
 from __future__ import annotations
