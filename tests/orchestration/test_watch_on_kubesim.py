@@ -7,6 +7,7 @@ informers follow the cluster in threads of their own, as in the ``watch_clusters
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 import time
@@ -22,7 +23,7 @@ from apps.accounts.models import Team
 from apps.catalog.models import Cluster
 from apps.orchestration import manifests as m
 from apps.orchestration import services
-from apps.orchestration.clusters import forget_clients, kube_for
+from apps.orchestration.clusters import forget_clients
 from apps.orchestration.informer import ReconnectBackoff
 from apps.orchestration.kube import Kube, WatchExpired
 from apps.orchestration.watch import ClusterWatch
@@ -144,9 +145,10 @@ def churn_until_expired(kube: Kube, namespace: str, resource_version: str) -> in
 
 
 def test_gone_resource_version_lists_again_and_catches_up(
-    cluster: Cluster, team: Team, k8s_namespace: str
+    cluster: Cluster, team: Team, k8s_namespace: str, kube_api_client: Any
 ) -> None:
-    kube = Kube(kube_for(cluster).api_client)
+    # The churn is the test's own doing (pods the portal never creates): the admin's client.
+    kube = Kube(kube_api_client)
     _, old_version = kube.list_collection("v1", "Pod", label_selector=m.LABEL_WORKLOAD)
     workload = started(team, run="600s")
     # A copy from before the workload's pod existed, with a pod that has long gone; by the
@@ -226,6 +228,11 @@ class Proxy:
         self.cut()
 
 
+@pytest.mark.skipif(
+    os.environ.get("KUBESIM_IDENTITY") == "chart",
+    reason="the watch here goes through a TCP proxy on the admin's own connection; the chart's "
+    "identity is not what it checks (it runs in the main pass)",
+)
 def test_watch_reconnects_with_backoff_after_the_connection_drops(
     cluster: Cluster, team: Team, kubesim: Kubesim
 ) -> None:
