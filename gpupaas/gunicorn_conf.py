@@ -7,9 +7,10 @@ Anything here can be overridden per deployment with gunicorn's own ``GUNICORN_CM
 
 * ASGI workers (uvicorn's, from the uvicorn-worker package), one per CPU by default:
   requests are short and CPU-bound (Python and JSON), so more processes than cores only add
-  switching. Django runs the synchronous views of each worker one at a time on one thread,
-  as a sync worker would, but long-lived responses (log follow, the portal's live log view)
-  are served on the worker's event loop, their blocking reads on threads of their own
+  switching. Django runs each request's synchronous code (middleware, views) on a thread of
+  its own, taking a database connection from the worker's pool; long-lived responses (log
+  follow, the portal's live log view) are served on the worker's event loop, their blocking
+  reads on threads of their own
   (apps/common/streams.py): open streams hold no worker, and /healthz and the API answer
   beside any number of them (bench/streams_bench.py). With sync workers each stream held a
   whole worker: a few followers starved the portal, and ``timeout`` cut every stream.
@@ -39,12 +40,19 @@ import gc
 import os
 from typing import Any
 
-# Under ASGI a request's synchronous code runs on an executor thread, and a persistent
-# database connection opened there is neither reused nor closed by the request signals, which
-# fire elsewhere: with DATABASE_CONN_MAX_AGE above 0, connections piled up (2 workers went from
-# 7 to over 90 under bench/api_mix_bench.py) until PostgreSQL refused new ones and requests
-# failed. The web server therefore closes each request's connection unless the deployment sets
-# the variable itself (behind a pooler, say); Celery workers keep their persistent connections.
+# Under ASGI each request's synchronous code runs on a thread of its own (Django gives every
+# request its own thread-sensitive context), and Django's connections belong to a thread: a
+# persistent connection was opened for each request and never reused. Kept open
+# (DATABASE_CONN_MAX_AGE above 0) they piled up (2 workers went from 7 to over 90 under
+# bench/api_mix_bench.py) until PostgreSQL refused new ones; closed at each request's end, every
+# request paid a new PostgreSQL session (a backend process and a SCRAM exchange): on two cores
+# the API list fell from ~440 to ~60 requests/s and a submit took half a second. So the web
+# server keeps a pool of connections per worker process (DATABASE_POOL_SIZE, psycopg_pool through
+# Django): a request borrows one and gives it back at its end. Unless the deployment says
+# otherwise (behind a pooler such as PgBouncer, say, with DATABASE_POOL_SIZE=0); without a
+# pool, connections are closed at each request's end. Celery workers keep their persistent
+# connections (one thread each).
+os.environ.setdefault("DATABASE_POOL_SIZE", "8")
 os.environ.setdefault("DATABASE_CONN_MAX_AGE", "0")
 
 bind = "0.0.0.0:8000"

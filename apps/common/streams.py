@@ -192,6 +192,26 @@ class ThreadedReader:
         return not self._thread.is_alive()
 
 
+def release_connections() -> None:
+    """Give this thread's database connections back (to the worker's pool, see
+    gpupaas/gunicorn_conf.py), outside a transaction. Called on the request's own thread once
+    its view has returned a stream: Django would keep them until the response closes, so each
+    open stream would hold a pooled connection for its whole length, and a few dozen streams
+    would leave the worker's other requests waiting for one."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close()
+
+
+async def _release_request_connections() -> None:
+    from asgiref.sync import sync_to_async
+
+    # thread_sensitive: the request's own thread, the one whose connections these are.
+    await sync_to_async(release_connections, thread_sensitive=True)()
+
+
 # --- the response ------------------------------------------------------------------------
 
 
@@ -270,6 +290,7 @@ def live_response(
     sending the body."""
 
     async def body() -> AsyncIterator[str]:
+        await _release_request_connections()
         reader = ThreadedReader(source(), asyncio.get_running_loop())
         response.closers.append(reader.stop)
         async for chunk in relay(
@@ -370,6 +391,7 @@ class PendingStream(StreamingHttpResponse):
 
         reader: ThreadedReader | None = None
         try:
+            await _release_request_connections()
             reader = ThreadedReader(self._lines, asyncio.get_running_loop())
             # A quiet source opens the stream without a line after a moment.
             first = await reader.get(FIRST_ITEM_WAIT_SECONDS)

@@ -267,6 +267,26 @@ def burst_terms() -> BurstTerms:
     )
 
 
+def team_runs_preemptible(team: Team, gpu_class: GpuClass, priority: str) -> bool:
+    """Whether the team runs anything on the class that a request of ``priority`` may
+    preempt within the team (a strictly lower class, never production; DESIGN.md). Without
+    such work no submission of the team can stop a teammate's: one indexed query, where the
+    scheduler's dry run reads every live workload."""
+    lower = [p for p in workload_core.PRIORITY_ORDER if workload_core.may_preempt(priority, p)]
+    if not lower:
+        return False
+    return (
+        Workload.objects.units()
+        .filter(
+            team=team,
+            gpu_class=gpu_class,
+            state__in=workload_core.ACTIVE_STATES,
+            priority_class__in=lower,
+        )
+        .exists()
+    )
+
+
 def scheduling_snapshot(
     *, now: datetime, half_life_seconds: int, burst: BurstTerms | None = None
 ) -> Snapshot:

@@ -333,6 +333,28 @@ def confirmation_needed(victims: list[PreemptionVictim]) -> bool:
     return any(v.same_team for v in victims)
 
 
+def teammates_to_preempt(
+    *,
+    actor: User,
+    team: Team,
+    gpu_class: GpuClass,
+    request: rules.WorkloadRequest,
+    charge: rules.Charge,
+) -> list[PreemptionVictim]:
+    """What a submission must confirm first: the running work of the person or a teammate
+    that submitting ``request`` now would preempt (:func:`confirmation_needed`), else []. The
+    same decision as :func:`preemption_preview` followed by :func:`confirmation_needed`, but
+    the dry run (which reads every live workload of every team) runs only when the team has
+    work the request's class may preempt at all, so a submission costs the same whatever the
+    size of the queue."""
+    if not selectors.team_runs_preemptible(team, gpu_class, charge.priority_class):
+        return []
+    victims = preemption_preview(
+        actor=actor, team=team, gpu_class=gpu_class, request=request, charge=charge
+    )
+    return victims if confirmation_needed(victims) else []
+
+
 def _candidate(
     *,
     actor: User,

@@ -112,7 +112,7 @@ DATABASE_SERVER_SIDE_BINDING = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
 POSTGRESQL_ENGINE = "apps.common.db.postgresql"
 
 
-def database_from_url(url: str, *, conn_max_age: int) -> dict[str, Any]:
+def database_from_url(url: str, *, conn_max_age: int, pool_size: int = 0) -> dict[str, Any]:
     """Django's database settings for a database URL, with this project's PostgreSQL options."""
     try:
         database: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=conn_max_age))
@@ -124,13 +124,34 @@ def database_from_url(url: str, *, conn_max_age: int) -> dict[str, Any]:
         database["CONN_HEALTH_CHECKS"] = True
         if DATABASE_SERVER_SIDE_BINDING:
             database.setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
+        if pool_size:
+            # A pool per process (psycopg_pool, through Django's own support): a request
+            # borrows a connection and gives it back at its end, whatever thread it ran on.
+            # Django closes (returns) pooled connections at each request's end, so the pool
+            # replaces persistent connections: CONN_MAX_AGE must be 0.
+            database["CONN_MAX_AGE"] = 0
+            database.setdefault("OPTIONS", {})["pool"] = {
+                "min_size": min(2, pool_size),
+                "max_size": pool_size,
+                "timeout": DATABASE_POOL_TIMEOUT,
+            }
     return database
 
+
+# Connections each process keeps in a pool (0: none, Django's persistent connections per
+# thread instead). The web server under ASGI sets it (gpupaas/gunicorn_conf.py): there each
+# request's synchronous code runs on a thread of its own, so a per-thread connection is opened
+# for every request and never reused.
+DATABASE_POOL_SIZE = env_int("DATABASE_POOL_SIZE", 0, minimum=0)
+# Seconds a request waits for a free pooled connection before it fails instead of hanging.
+DATABASE_POOL_TIMEOUT = env_int("DATABASE_POOL_TIMEOUT", 10, minimum=1)
 
 if DATABASE_URL:
     DATABASES = {
         "default": database_from_url(
-            DATABASE_URL, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+            DATABASE_URL,
+            conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+            pool_size=DATABASE_POOL_SIZE,
         )
     }
 else:

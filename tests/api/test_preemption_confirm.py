@@ -136,3 +136,106 @@ def test_another_teams_borrowed_work_is_named_without_saying_whose(cast: Cast, a
     assert submitted.status_code == 201
     theirs.refresh_from_db()
     assert theirs.state == core.RUNNING
+
+
+def waiting_queue(cast: Cast, count: int) -> None:
+    """``count`` waiting requests of another team on the class: the queue a dry run reads."""
+    for n in range(count):
+        Workload.objects.create(
+            name=f"queued-{n}",
+            kind="training",
+            owner=cast.outsider,
+            team=cast.other_team,
+            gpu_class=cast.gpu_class,
+            image=cast.image,
+            gpu_milli=1000,
+            charged_milli=1000,
+            command=["python", "train.py"],
+            state=core.QUEUED,
+        )
+
+
+def submit_rows_read(cast: Cast, api: Client, name: str) -> int:
+    """Rows PostgreSQL returned to the statements of one API submission."""
+    from django.db import connection
+
+    rows = 0
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        nonlocal rows
+        result = execute(sql, params, many, context)
+        if sql.lstrip().upper().startswith("SELECT"):
+            rows += max(0, context["cursor"].rowcount)
+        return result
+
+    client = api(cast.owner)
+    with connection.execute_wrapper(count):
+        response = client.post("/api/v1/workloads/", body(cast, name=name, gpu_milli=1000), "json")
+    assert response.status_code == 201, response.json()
+    return rows
+
+
+def test_a_submission_that_can_stop_no_teammate_does_not_read_the_whole_queue(
+    cast: Cast, api: Client
+) -> None:
+    """Nothing of the team runs on the class that the request's class may preempt, so no
+    teammate can be stopped: the submission answers without the dry run, and what it reads
+    does not grow with the queue (a dry run reads every live workload)."""
+    one_node(cast.gpu_class)
+    running_on_every_gpu(
+        one_node_named(cast, "h100-1"),
+        name="theirs",
+        team=cast.other_team,
+        owner=cast.outsider,
+        borrowed=True,
+    )
+    # The team's own running work is of a higher class than the request: it cannot be stopped.
+    running_on_every_gpu(
+        one_node_named(cast, "h100-2"),
+        name="ours",
+        team=cast.team,
+        owner=cast.teammate,
+        priority_class=Workload.Priority.PRODUCTION,
+        kind=Workload.Kind.INFERENCE,
+    )
+    small = submit_rows_read(cast, api, "first")
+    waiting_queue(cast, 60)
+    large = submit_rows_read(cast, api, "second")
+    assert 0 < small == large
+
+
+def one_node_named(cast: Cast, name: str) -> Any:
+    from apps.catalog.models import Cluster, ClusterNode
+
+    hub = Cluster.objects.get(name="hub")
+    return ClusterNode.objects.create(
+        cluster=hub,
+        name=name,
+        gpu_class=cast.gpu_class,
+        gpu_count=8,
+        gpu_uuids=[f"GPU-{name}-{g}" for g in range(8)],
+        cpu_milli=192_000,
+        memory_mib=2_000_000,
+    )
+
+
+@pytest.mark.parametrize("teammate_class", ["development", "batch", "training", "production"])
+def test_the_api_asks_exactly_when_the_full_dry_run_names_a_teammate(
+    cast: Cast, api: Client, teammate_class: str
+) -> None:
+    """The short way and the scheduler's whole dry run agree: a training request asks first
+    exactly when the dry run names the teammate's work (a lower class), never otherwise."""
+    node = one_node(cast.gpu_class)
+    running_on_every_gpu(
+        node,
+        name="big",
+        team=cast.team,
+        owner=cast.teammate,
+        priority_class=teammate_class,
+        kind=Workload.Kind.INFERENCE if teammate_class == "production" else Workload.Kind.NOTEBOOK,
+    )
+    dry = api(cast.owner).post("/api/v1/workloads/validate/", body(cast), "json").json()
+    response = api(cast.owner).post("/api/v1/workloads/", body(cast), "json")
+    expect_ask = teammate_class in ("development", "batch")
+    assert dry["confirmation_needed"] is expect_ask
+    assert response.status_code == (409 if expect_ask else 201), response.json()

@@ -9,6 +9,15 @@ import pytest
 from gpupaas import gunicorn_conf
 
 
+@pytest.fixture(autouse=True)
+def _restore_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reloading the module sets defaults in the environment; put it back after each test."""
+    for name in ("DATABASE_POOL_SIZE", "DATABASE_CONN_MAX_AGE"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+        if not os.environ[name]:
+            monkeypatch.delenv(name)
+
+
 def test_workers_heartbeat_in_memory_and_one_worker_per_cpu() -> None:
     conf = importlib.reload(gunicorn_conf)
     assert conf.worker_tmp_dir == "/dev/shm"  # noqa: S108
@@ -47,3 +56,14 @@ def test_the_web_server_closes_database_connections_unless_told_otherwise(
     monkeypatch.setenv("DATABASE_CONN_MAX_AGE", "30")
     importlib.reload(gunicorn_conf)
     assert os.environ["DATABASE_CONN_MAX_AGE"] == "30"
+
+
+def test_the_web_server_pools_database_connections_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DATABASE_POOL_SIZE", raising=False)
+    importlib.reload(gunicorn_conf)
+    assert os.environ["DATABASE_POOL_SIZE"] == "8"
+    monkeypatch.setenv("DATABASE_POOL_SIZE", "0")
+    importlib.reload(gunicorn_conf)
+    assert os.environ["DATABASE_POOL_SIZE"] == "0"

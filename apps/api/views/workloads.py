@@ -60,8 +60,8 @@ from apps.orchestration.selectors import (
 from apps.scheduling.services import (
     PreemptionVictim,
     confirmation_needed,
-    preemption_preview,
     request_dry_run,
+    teammates_to_preempt,
 )
 from apps.workloads import idempotency as idem
 from apps.workloads import rules
@@ -320,10 +320,10 @@ def _preemption_guard(
     def guard(request_: rules.WorkloadRequest, charge: rules.Charge) -> None:
         if confirmed:
             return
-        victims = preemption_preview(
+        victims = teammates_to_preempt(
             actor=actor, team=team, gpu_class=gpu_class, request=request_, charge=charge
         )
-        if confirmation_needed(victims):
+        if victims:
             raise WouldPreempt(victims)
 
     return guard
