@@ -105,9 +105,10 @@ TEMPLATES = [
 # SQLite only as the zero-setup default of the run command; PostgreSQL everywhere else.
 DATABASE_URL = env_optional_str("DATABASE_URL")
 # PostgreSQL: parameters bound by the server, and statements a connection runs over and over
-# (the token lookup, the list's page) prepared after a few runs, so that PostgreSQL parses and
-# plans them once per connection. Turn off behind a pooler in transaction mode that cannot
-# keep prepared statements (PgBouncer before 1.21).
+# (the token lookup, the list's page) prepared after a few runs, so that PostgreSQL parses
+# them once per connection (and plans each execution for its values, see below). Turn off
+# behind a pooler in transaction mode that cannot keep prepared statements or does not pass
+# the ``options`` startup parameter on.
 DATABASE_SERVER_SIDE_BINDING = env_bool("DATABASE_SERVER_SIDE_BINDING", True)
 POSTGRESQL_ENGINE = "apps.common.db.postgresql"
 
@@ -123,7 +124,17 @@ def database_from_url(url: str, *, conn_max_age: int, pool_size: int = 0) -> dic
         database["ENGINE"] = POSTGRESQL_ENGINE
         database["CONN_HEALTH_CHECKS"] = True
         if DATABASE_SERVER_SIDE_BINDING:
-            database.setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
+            # Prepared, but planned for the values of each execution: after five runs
+            # PostgreSQL may switch a prepared statement to a generic plan made for average
+            # values, and workloads are anything but evenly spread (one person may own
+            # thousands, one team a third of the table). The dashboard's "my workloads" took
+            # 76 ms with the generic plan (it expected a row, looped 3,000 times over the
+            # teams and users) and 0.4 ms planned for the person at hand.
+            database.setdefault("OPTIONS", {}).update(
+                server_side_binding=True,
+                prepare_threshold=5,
+                options="-c plan_cache_mode=force_custom_plan",
+            )
         if pool_size:
             # A pool per process (psycopg_pool, through Django's own support): a request
             # borrows a connection and gives it back at its end, whatever thread it ran on.

@@ -325,6 +325,31 @@ def test_team_page_filters_workloads(portal: Portal) -> None:
     assert "old-train" in finished and "running-train" not in finished
 
 
+def test_team_page_pages_through_every_workload_and_keeps_the_filter(portal: Portal) -> None:
+    """No workload is out of reach: 50 a page, newest first, the filter kept from page to
+    page; an owner who left the team still appears in the owner filter once."""
+    from apps.web.views.accounts import TEAM_WORKLOADS_PER_PAGE as per_page
+
+    for n in range(per_page + 7):
+        portal.workload(name=f"job-{n:03d}", state=core.RUNNING)
+    portal.workload(name="done-job", state=core.SUCCEEDED)
+    portal.workload(name="leavers-job", owner=portal.cast.outsider, state=core.SUCCEEDED)
+    client = portal.client(portal.cast.lead)
+    url = f"/teams/{portal.cast.team.slug}/"
+    first = html(client.get(url, {"state": "active"}))
+    assert f"job-{per_page + 6:03d}" in first and "job-007" in first and "job-006" not in first
+    assert "Page 1 of 2" in first and "done-job" not in first
+    assert "?state=active&amp;page=2" in first
+    second = html(client.get(url, {"state": "active", "page": 2}))
+    assert "job-006" in second and "job-000" in second and "job-007" not in second
+    assert "?state=active&amp;page=1" in second and "done-job" not in second
+    beyond = html(client.get(url, {"state": "active", "page": "999"}))
+    assert "Page 2 of 2" in beyond
+    garbage = client.get(url, {"page": "<script>"})
+    assert garbage.status_code == 200 and "Page 1 of 2" in html(garbage)
+    assert html(client.get(url)).count(f">{portal.cast.outsider}</option>") == 1
+
+
 def test_lead_cancels_a_teammates_workload_from_the_team_page(portal: Portal) -> None:
     workload = portal.workload(owner=portal.cast.teammate, state=core.RUNNING)
     client = portal.client(portal.cast.lead)

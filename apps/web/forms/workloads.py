@@ -18,7 +18,7 @@ from django import forms
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, Q, QuerySet
 
-from apps.accounts.models import Team, User
+from apps.accounts.models import Membership, Team, User
 from apps.accounts.selectors import is_team_lead, teams_of
 from apps.catalog.models import GpuClass, Image
 from apps.orchestration.selectors import gpu_class_spec
@@ -958,8 +958,13 @@ class TeamWorkloadFilterForm(forms.Form):
 
     def __init__(self, *args: Any, team: Team, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        owners = User.objects.filter(Q(memberships__team=team) | Q(workloads__team=team))
-        self.fields["owner"].queryset = owners.distinct().order_by(  # type: ignore[attr-defined]
+        # Members and anyone who ran work for the team, each once: semi-joins, so the choices
+        # cost the team's distinct owners, not a join row per workload.
+        owners = User.objects.filter(
+            Q(pk__in=Membership.objects.filter(team=team).values("user_id"))
+            | Q(pk__in=Workload.objects.filter(team=team).values("owner_id"))
+        )
+        self.fields["owner"].queryset = owners.order_by(  # type: ignore[attr-defined]
             "username"
         )
         self.fields["gpu_class"].queryset = GpuClass.objects.order_by(  # type: ignore[attr-defined]

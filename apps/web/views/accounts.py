@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -182,6 +183,10 @@ def profile(request: HttpRequest) -> HttpResponse:
     )
 
 
+# Rows of the team page's workload table per page (newest first; older ones a page on).
+TEAM_WORKLOADS_PER_PAGE = 50
+
+
 @login_required
 @require_GET
 def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
@@ -197,7 +202,9 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("No such team.")
     is_lead = is_team_lead(user, team.pk)
     filter_form = TeamWorkloadFilterForm(request.GET or None, team=team)
-    workloads = list(team_workloads(team, **filter_form.filters())[:200])
+    listed = team_workloads(team, **filter_form.filters()).order_by("-created_at", "-id")
+    page = Paginator(listed, TEAM_WORKLOADS_PER_PAGE).get_page(request.GET.get("page"))
+    workloads = list(page)
     for w in workloads:
         w.gpu_label = request_label(  # type: ignore[attr-defined]
             w.gpu_milli, w.replicas, w.gpu_class.name
@@ -212,6 +219,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "quota_bars": quota_bars_for_teams([team]),
             "filter_form": filter_form,
             "workloads": workloads,
+            "page": page,
             "next": request.get_full_path(),
         },
     )
