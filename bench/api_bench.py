@@ -22,6 +22,11 @@ frozen out of the garbage collector); the rate limit is set out of reach for the
 token sends everything) but still counted in Redis, as production does.
 
     .venv/bin/python bench/api_bench.py [--rows 10000] [--duration 15] [--rate 200] [--workers 2]
+                                        [--server asgi|wsgi]
+
+``--server wsgi`` runs the same rows on gunicorn's sync workers over ``gpupaas.wsgi`` (the
+configuration production used before log streams moved it to ASGI; persistent connections,
+no pool), for a comparison of the two on the same machine.
 
 Needs wrk (apt-get install wrk), Go (vegeta is built once into ~/.cache/gpupaas/bin from the
 Go module proxy), PostgreSQL on 127.0.0.1 (role gpupaas with CREATEDB) and redis-server
@@ -305,6 +310,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=200.0, help="paced offered load, req/s")
     parser.add_argument("--workers", type=int, default=WORKERS, help="gunicorn workers")
     parser.add_argument("--settle", type=float, default=3.0, help="quiet seconds between rows")
+    parser.add_argument(
+        "--server", choices=("asgi", "wsgi"), default="asgi", help="production's ASGI, or sync"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (apt-get install wrk).")
@@ -340,6 +348,16 @@ def main() -> int:
         print(f"seeded {args.rows} workloads in {time.perf_counter() - mark:.1f} s")
         port = free_port()
         base = f"http://127.0.0.1:{port}"
+        server_args = (
+            ["gpupaas.asgi:application"]
+            if args.server == "asgi"
+            else ["--worker-class", "sync", "gpupaas.wsgi:application"]
+        )
+        server_env = (
+            env
+            if args.server == "asgi"
+            else {**env, "DATABASE_CONN_MAX_AGE": "60", "DATABASE_POOL_SIZE": "0"}
+        )
         gunicorn = subprocess.Popen(
             [
                 str(Path(sys.executable).parent / "gunicorn"),
@@ -347,10 +365,10 @@ def main() -> int:
                 "--workers", str(args.workers),
                 "--bind", f"127.0.0.1:{port}",
                 "--log-level", "warning",
-                "gpupaas.asgi:application",
+                *server_args,
             ],
             cwd=REPO_ROOT,
-            env=env,
+            env=server_env,
         )  # fmt: skip
         wait_for(f"{base}/healthz")
         script = work / "bench.lua"
@@ -406,7 +424,9 @@ def main() -> int:
     healthz = results[0].rps
     print()
     print(
-        f"gunicorn {args.workers} uvicorn workers; saturated rows: wrk {THREADS} threads × "
+        f"gunicorn {args.workers} "
+        f"{'uvicorn workers (ASGI)' if args.server == 'asgi' else 'sync workers (WSGI)'}; "
+        f"saturated rows: wrk {THREADS} threads × "
         f"{CONNECTIONS} connections; paced rows: vegeta, open loop, ≤ {CONNECTIONS} connections"
     )
     print(f"{args.rows} workloads, pages of 50, {args.duration} s per row, {os.cpu_count()} CPUs")
