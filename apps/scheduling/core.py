@@ -12,7 +12,6 @@ No ORM, no I/O, no clock: the same snapshot gives the same result.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -42,7 +41,7 @@ from apps.scheduling.data import (
     WaitingWorkload,
     priority_rank,
 )
-from apps.scheduling.fairshare import order_key, share_ratio
+from apps.scheduling.fairshare import FairShareQueue, QueueEntry, share_ratio
 from apps.scheduling.fragmentation import FragModel, default_typical, typical_from_requests
 from apps.scheduling.placement import GpuPool, MigPool, Pool, place_gang
 from apps.scheduling.preemption import cheapest_set, legal_rule, past_minimum_runtime
@@ -128,6 +127,7 @@ class _Cycle:
         self._seen_count: dict[str, int] = defaultdict(int)
         self._preempt_failed: set[tuple[object, ...]] = set()
         self._ratios: dict[tuple[str, str], float] = {}
+        self._queue: FairShareQueue | None = None
         # Running workloads that may be preempted at all (not production, past their
         # minimum runtime), indexed the two ways the rules look them up.
         self._preemptible_own: dict[tuple[str, str], dict[int, RunningWorkload]] = defaultdict(dict)
@@ -190,7 +190,7 @@ class _Cycle:
             sweep = self._preempted_sweep.get(r.workload_id)
             if sweep is not None:
                 self._sweep_active[sweep] -= 1
-        heap: list[tuple[tuple[int, float, float, int], int]] = []
+        entries: list[QueueEntry] = []
         by_id: dict[int, WaitingWorkload] = {}
         demands: dict[int, Demand] = {}
         for w in sorted(self.s.waiting, key=lambda w: w.id):
@@ -203,15 +203,19 @@ class _Cycle:
                 gpu_class, w.gpu_milli, cpu_milli=w.cpu_milli, memory_mib=w.memory_mib
             )
             by_id[w.id] = w
-            heap.append((self._key(w), w.id))
-        heapq.heapify(heap)
-        while heap:
-            key, wid = heapq.heappop(heap)
+            entries.append(
+                (
+                    priority_rank(w.priority),
+                    (w.team, w.gpu_class),
+                    w.submitted_at.timestamp(),
+                    w.id,
+                )
+            )
+        # Class, then fair share, then age (fairshare.order_key); a team's workloads move
+        # back as its share grows while this cycle admits.
+        self._queue = FairShareQueue(entries, lambda share: self._ratio(*share))
+        while (wid := self._queue.pop()) is not None:
             w = by_id[wid]
-            ratio = self._ratio(w.team, w.gpu_class)
-            if ratio > key[1]:  # the team's share grew since it was queued: re-sort lazily
-                heapq.heappush(heap, ((key[0], ratio, key[2], key[3]), wid))
-                continue
             if self._at_cap(w):
                 self._capped.append(w)
                 continue
@@ -274,17 +278,15 @@ class _Cycle:
             self._ratios[key] = ratio
         return ratio
 
+    def _share_changed(self, key: tuple[str, str]) -> None:
+        """The usage of ``key`` changed: its ratio is computed again, and the queue learns."""
+        self._ratios.pop(key, None)
+        if self._queue is not None:
+            self._queue.changed(key)
+
     def _cap(self, quota: Quota | None, owner: str) -> int | None:
         """``owner``'s per-user cap in effect, with the grants made to them."""
         return governance.user_cap(quota, self.s.grants, owner=owner, now=self.now)
-
-    def _key(self, w: WaitingWorkload) -> tuple[int, float, float, int]:
-        return order_key(
-            priority=w.priority,
-            ratio=self._ratio(w.team, w.gpu_class),
-            submitted_at=w.submitted_at,
-            workload_id=w.id,
-        )
 
     def _requeues(self) -> list[Requeue]:
         return [r for r in self._after_grace() if isinstance(r, Requeue)]
@@ -426,7 +428,7 @@ class _Cycle:
         used = self.usage[(w.team, c)]
         borrowed = used + w.total_milli > guaranteed
         self.usage[(w.team, c)] = used + w.total_milli
-        self._ratios.pop((w.team, c), None)
+        self._share_changed((w.team, c))
         self.user_usage[(w.owner, w.team, c)] += w.total_milli
         nodes = ", ".join(placement.nodes)
         reason = f"Admitted on {placement.cluster}: {nodes}."
@@ -524,7 +526,7 @@ class _Cycle:
             self._preemptible_own[(victim.team, c)].pop(victim.id, None)
             self._preemptible_borrowed[c].pop(victim.id, None)
             self.usage[(victim.team, c)] -= victim.total_milli
-            self._ratios.pop((victim.team, c), None)
+            self._share_changed((victim.team, c))
             self.user_usage[(victim.owner, victim.team, c)] -= victim.total_milli
             self.preemptions.append(self._preemption(victim, w, rules[victim.id]))
         self._preempt_failed.clear()
