@@ -128,6 +128,8 @@ class _Cycle:
         self._preempt_failed: set[tuple[object, ...]] = set()
         self._ratios: dict[tuple[str, str], float] = {}
         self._queue: FairShareQueue | None = None
+        self._caps: dict[tuple[str, str, int, int, str], int | None] = {}
+        self._demands: dict[tuple[str, int, int, int], Demand | str] = {}
         # Running workloads that may be preempted at all (not production, past their
         # minimum runtime), indexed the two ways the rules look them up.
         self._preemptible_own: dict[tuple[str, str], dict[int, RunningWorkload]] = defaultdict(dict)
@@ -198,10 +200,9 @@ class _Cycle:
             if problem is not None:
                 self.rejections.append(Rejection(w.id, problem))
                 continue
-            gpu_class = self.classes[w.gpu_class]
-            demands[w.id] = replica_demand(
-                gpu_class, w.gpu_milli, cpu_milli=w.cpu_milli, memory_mib=w.memory_mib
-            )
+            demand = self._demand(w)
+            assert isinstance(demand, Demand)  # _impossible said why otherwise
+            demands[w.id] = demand
             by_id[w.id] = w
             entries.append(
                 (
@@ -285,8 +286,31 @@ class _Cycle:
             self._queue.changed(key)
 
     def _cap(self, quota: Quota | None, owner: str) -> int | None:
-        """``owner``'s per-user cap in effect, with the grants made to them."""
-        return governance.user_cap(quota, self.s.grants, owner=owner, now=self.now)
+        """``owner``'s per-user cap in effect, with the grants made to them (the grants and
+        the clock are fixed for the cycle, so it is worked out once per quota and owner)."""
+        if quota is None or quota.per_user_cap_milli is None:
+            return None
+        key = (quota.team, quota.gpu_class, quota.limit_milli, quota.per_user_cap_milli, owner)
+        if key not in self._caps:
+            self._caps[key] = governance.user_cap(quota, self.s.grants, owner=owner, now=self.now)
+        return self._caps[key]
+
+    def _demand(self, w: WaitingWorkload) -> Demand | str:
+        """What one replica of ``w`` takes, or why its class cannot serve it; once per shape."""
+        key = (w.gpu_class, w.gpu_milli, w.cpu_milli, w.memory_mib)
+        found = self._demands.get(key)
+        if found is None:
+            try:
+                found = replica_demand(
+                    self.classes[w.gpu_class],
+                    w.gpu_milli,
+                    cpu_milli=w.cpu_milli,
+                    memory_mib=w.memory_mib,
+                )
+            except DemandError as exc:
+                found = str(exc)
+            self._demands[key] = found
+        return found
 
     def _requeues(self) -> list[Requeue]:
         return [r for r in self._after_grace() if isinstance(r, Requeue)]
@@ -321,12 +345,9 @@ class _Cycle:
         gpu_class = self.classes.get(w.gpu_class)
         if gpu_class is None:
             return f"The GPU class {w.gpu_class} no longer exists."
-        try:
-            demand = replica_demand(
-                gpu_class, w.gpu_milli, cpu_milli=w.cpu_milli, memory_mib=w.memory_mib
-            )
-        except DemandError as exc:
-            return str(exc)
+        demand = self._demand(w)
+        if isinstance(demand, str):
+            return demand
         quota = self.quotas.get((w.team, w.gpu_class))
         limit = quota.limit_milli if quota else 0
         if w.total_milli > limit:
