@@ -214,7 +214,6 @@ class _Cycle:
             sweep = self._preempted_sweep.get(r.workload_id)
             if sweep is not None:
                 self._sweep_active[sweep] -= 1
-        entries: list[QueueEntry] = []
         by_id: dict[int, WaitingWorkload] = {}
         demands: dict[int, Demand] = {}
         for w in sorted(self.s.waiting, key=lambda w: w.id):
@@ -226,16 +225,12 @@ class _Cycle:
             assert isinstance(demand, Demand)  # _impossible said why otherwise
             demands[w.id] = demand
             by_id[w.id] = w
-            entries.append(
-                (
-                    priority_rank(w.priority),
-                    (w.team, w.gpu_class),
-                    w.submitted_at.timestamp(),
-                    w.id,
-                )
-            )
         # Class, then fair share, then age (fairshare.order_key); a team's workloads move
         # back as its share grows while this cycle admits.
+        entries: Iterator[QueueEntry] = (
+            (priority_rank(w.priority), (w.team, w.gpu_class), w.submitted_at.timestamp(), w.id)
+            for w in by_id.values()
+        )
         self._queue = FairShareQueue(entries, lambda share: self._ratio(*share))
         while (wid := self._queue.pop()) is not None:
             w = by_id[wid]
