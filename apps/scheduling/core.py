@@ -83,7 +83,7 @@ def _collector_paused() -> Iterator[None]:
     A cycle allocates an object or more per waiting workload and frees nothing through
     reference cycles (tests/scheduling/test_properties.py checks), so the collector's full
     passes, which walk every object the process holds, find nothing: at ten times the fleet
-    they were a quarter of the cycle's CPU time (bench/README.md). Memory freed by reference
+    they were about a fifth of the cycle's CPU time (bench/README.md). Memory freed by reference
     counting is freed as before; cycles made meanwhile by other threads wait for the next pass.
     """
     was_on = gc.isenabled()
