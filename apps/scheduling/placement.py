@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -147,7 +147,8 @@ class GpuPool:
     def _ungroup(self, node: _Node) -> None:
         old = node.group
         if old is not None:
-            old.members.remove(node.idx)
+            members = old.members
+            del members[bisect_left(members, node.idx)]  # sorted: no scan of a large group
             old.cache.clear()
             if not old.members:
                 del self.groups[old.key]
