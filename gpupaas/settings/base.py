@@ -142,7 +142,7 @@ def database_from_url(url: str, *, conn_max_age: int, pool_size: int = 0) -> dic
             # replaces persistent connections: CONN_MAX_AGE must be 0.
             database["CONN_MAX_AGE"] = 0
             database.setdefault("OPTIONS", {})["pool"] = {
-                "min_size": min(2, pool_size),
+                "min_size": 0,  # an idle worker holds none (closed after 10 idle minutes)
                 "max_size": pool_size,
                 "timeout": DATABASE_POOL_TIMEOUT,
             }

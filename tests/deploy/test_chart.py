@@ -117,6 +117,30 @@ def test_production_values_wire_oidc_prometheus_tls_and_policy(helm_binary: Path
     assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
 
 
+def test_database_pool_size_reaches_the_web_and_stream_pods_only_when_set(
+    helm_binary: Path,
+) -> None:
+    def pool_env(*values: str) -> dict[str, str | None]:
+        docs = render_chart("gpupaas", "-n", "gpupaas", *VALUE_SETS["production"], *values)
+        found: dict[str, str | None] = {}
+        for d in docs:
+            if d["kind"] != "Deployment":
+                continue
+            env = {
+                e["name"]: e.get("value")
+                for e in d["spec"]["template"]["spec"]["containers"][0]["env"]
+            }
+            found[d["metadata"]["name"].rsplit("-", 1)[-1]] = env.get("DATABASE_POOL_SIZE")
+        return found
+
+    unset = pool_env()
+    assert unset["web"] is None and unset["stream"] is None  # the server's own default (8)
+    sized = pool_env("--set", "web.dbPoolSize=4", "--set", "stream.dbPoolSize=0")
+    assert sized["web"] == "4"
+    assert sized["stream"] == "0"  # no pool (behind PgBouncer): 0 is a value, not "unset"
+    assert all(v is None for k, v in sized.items() if k not in {"web", "stream"})
+
+
 @pytest.mark.parametrize(
     ("values", "complaint"),
     [
