@@ -29,3 +29,5 @@ urlpatterns += [
     path("oidc/callback/", oidc.CallbackView.as_view(), name="oidc_authentication_callback"),
     path("oidc/backchannel-logout/", oidc.backchannel_logout, name="oidc_backchannel_logout"),
 ]
+
+handler500 = "apps.web.views.errors.server_error"

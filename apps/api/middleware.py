@@ -17,6 +17,7 @@ _CODES = {
     404: ("not_found", "Not found."),
     405: ("method_not_allowed", "This method is not allowed here."),
     500: ("server_error", "The server failed; the error was logged. Try again later."),
+    503: ("unavailable", "The server is busy; nothing was done. Retry after the given seconds."),
 }
 
 
