@@ -27,8 +27,10 @@ Run: .venv/bin/python bench/admission_bench.py [--jobs 15000] [--teams 30] [--no
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import random
 import shutil
 import statistics
@@ -115,6 +117,11 @@ class Run:
     submit_done: float = 0.0
     allocation: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # gpupaas only: where the time goes (stage -> seconds per workload), and the loops' costs
+    stages: dict[str, list[float]] = field(default_factory=dict)
+    capacity: int = 0
+    run_seconds: int = 0
+    loops: dict[str, list[float]] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
         first = min(self.submitted.values()) if self.submitted else 0.0
@@ -132,7 +139,22 @@ class Run:
             "adm_p99": pct(to_admit, 0.99),
             "run_p50": statistics.median(to_run) if to_run else float("nan"),
             "run_p99": pct(to_run, 0.99),
+            "busy": self.busy(),
         }
+
+    def busy(self) -> float:
+        """GPUs in use on average, as a share of the fleet, from the first submit until the
+        last admission (each pod runs from first seen Running for ``run_seconds``)."""
+        if not self.running or not self.capacity or not self.admitted:
+            return float("nan")
+        first = min(self.submitted.values())
+        last = max(self.admitted.values())
+        used = sum(
+            self.gpus[k] * max(0.0, min(t + self.run_seconds, last) - max(t, first))
+            for k, t in self.running.items()
+            if k in self.gpus
+        )
+        return used / (self.capacity * max(1e-9, last - first))
 
 
 class PodWatch:
@@ -217,7 +239,7 @@ def run_gpupaas(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any) -> 
 
     call_command("migrate", verbosity=0)
     call_command("seed_demo", verbosity=0)
-    run = Run("gpupaas")
+    run = Run("gpupaas", capacity=args.nodes * 8, run_seconds=args.run_seconds)
     cluster = Cluster.objects.create(name="bench", kubeconfig_path=str(kubesim.kubeconfig))
     services.cluster_inventory_sync(cluster=cluster)
     h100 = GpuClass.objects.get(product_label=PRODUCT, sharing_mode="whole")
@@ -252,21 +274,35 @@ def run_gpupaas(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any) -> 
         finally:
             connection.close()
 
+    cycle_seconds: list[float] = []
+    step_seconds: list[float] = []
+
     def cycles() -> None:
+        profile = cProfile.Profile() if os.environ.get("ADMISSION_PROFILE") else None
         while not stop.is_set():
+            t0 = time.perf_counter()
+            if profile is not None:
+                profile.enable()
             result = scheduling_cycle_run()
+            if profile is not None:
+                profile.disable()
+            cycle_seconds.append(time.perf_counter() - t0)
             for pk in result.admitted:
                 reconcilers.submit(reconcile, pk)
             if not result.admitted:
                 stop.wait(0.2)
         connection.close()
+        if profile is not None:
+            pstats.Stats(profile).sort_stats("cumulative").print_stats(35)
 
     def watching() -> None:
         watch = ClusterWatch(cluster, kube=kube)
         watch.start()
         try:
             while not stop.is_set():
-                watch.step(timeout=0.5)
+                t0 = time.perf_counter()
+                if watch.step(timeout=0.5).workloads:
+                    step_seconds.append(time.perf_counter() - t0)
         finally:
             watch.stop()
             connection.close()
@@ -316,7 +352,56 @@ def run_gpupaas(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any) -> 
     )
     for pk, at in events:
         run.admitted.setdefault(str(pk), at.timestamp())
+    run.loops = {"cycle": cycle_seconds, "watch step": step_seconds}
+    run.stages = stage_breakdown(run, args.run_seconds)
     return run
+
+
+def stage_breakdown(run: Run, run_seconds: int) -> dict[str, list[float]]:
+    """Seconds per workload in each stage of gpupaas' pipeline, from its state events and
+    the benchmark's own pod watch."""
+    from apps.workloads.models import Workload, WorkloadEvent
+
+    created = dict(Workload.objects.values_list("pk", "created_at"))
+    first: dict[tuple[int, str], float] = {}
+    for pk, state, at in WorkloadEvent.objects.order_by("created_at", "id").values_list(
+        "workload_id", "to_state", "created_at"
+    ):
+        first.setdefault((pk, state), at.timestamp())
+    stages: dict[str, list[float]] = {}
+
+    def add(name: str, a: float | None, b: float | None) -> None:
+        if a is not None and b is not None:
+            stages.setdefault(name, []).append(b - a)
+
+    for key, t_submit in run.submitted.items():
+        pk = int(key)
+        row = created[pk].timestamp() if pk in created else None
+        admitted = first.get((pk, "admitted"))
+        starting = first.get((pk, "starting"))
+        pod_running = run.running.get(key)
+        running = first.get((pk, "running"))
+        done = first.get((pk, "succeeded"))
+        add("submit → row", t_submit, row)
+        add("row → admitted (queue + cycle)", row, admitted)
+        add("admitted → Job created (reconcile)", admitted, starting)
+        add("Job created → pod Running (cluster)", starting, pod_running)
+        add("pod Running → state running (watch)", pod_running, running)
+        add(
+            "pod finished → state succeeded (watch)",
+            pod_running + run_seconds if pod_running is not None else None,
+            done,
+        )
+    # How long freed quota stays unused: from each workload's end to the next admission.
+    ends = sorted(t for (_, state), t in first.items() if state == "succeeded")
+    admits = sorted(t for (_, state), t in first.items() if state == "admitted")
+    j = 0
+    for end in ends:
+        while j < len(admits) and admits[j] < end:
+            j += 1
+        if j < len(admits):
+            stages.setdefault("succeeded → next admission", []).append(admits[j] - end)
+    return stages
 
 
 # --- Kueue -----------------------------------------------------------------------------------
@@ -432,7 +517,7 @@ def run_kueue(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any, workd
 
     from apps.orchestration.kube import Kube
 
-    run = Run("kueue")
+    run = Run("kueue", capacity=args.nodes * 8, run_seconds=args.run_seconds)
     api = k8s_config.new_client_from_config(config_file=str(kubesim.kubeconfig))
     api.configuration.connection_pool_maxsize = 16
     core = k8s.CoreV1Api(api)
@@ -646,14 +731,14 @@ def main() -> int:
 
     capacity = args.nodes * 8
     print("\n| system | submitted | submit/s | admitted | admissions/s | submit→admitted p50 / p99"
-          " | submit→running p50 / p99 | running |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+          " | submit→running p50 / p99 | running | GPUs busy |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     reports = [r.report() for r in runs]
     for r in reports:
         print(
             f"| {r['system']} | {r['submitted']} | {r['submit_rate']:.1f} | {r['admitted']}"
             f" | {r['adm_rate']:.1f} | {r['adm_p50']:.2f} / {r['adm_p99']:.2f} s"
-            f" | {r['run_p50']:.2f} / {r['run_p99']:.2f} s | {r['running']} |"
+            f" | {r['run_p50']:.2f} / {r['run_p99']:.2f} s | {r['running']} | {r['busy']:.0%} |"
         )
     for run in runs:
         print(f"{run.system} allocation when the last Job was submitted: "
@@ -662,6 +747,12 @@ def main() -> int:
             print(f"  notes: {note}")
         for note in run.notes[:5]:
             print(f"    {note[:300]}")
+        for name, values in [*run.stages.items(), *run.loops.items()]:
+            if values:
+                print(
+                    f"  {name}: n {len(values)}, p50 {statistics.median(values):.2f} s,"
+                    f" p90 {pct(values, 0.9):.2f} s, max {max(values):.2f} s"
+                )
     if len(reports) == 2:
         ours, theirs = reports
         print(

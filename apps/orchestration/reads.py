@@ -133,10 +133,11 @@ def pod_runs(pods: Iterable[Mapping[str, Any]]) -> list[PodRun]:
 # --- a workload ---------------------------------------------------------------------------
 
 
-def workload_pods(workload: Workload) -> list[dict[str, Any]]:
-    """The workload's pods (the API server's JSON), by name."""
+def workload_pods(workload: Workload, *, kube: Kube | None = None) -> list[dict[str, Any]]:
+    """The workload's pods (the API server's JSON), by name; ``kube`` as for
+    :func:`workload_pod_runs`."""
     unplaced = LogsUnavailable("The workload has not been placed on a cluster yet.")
-    return _pods(_placed_kube(workload, unplaced), workload)
+    return _pods(kube or _placed_kube(workload, unplaced), workload)
 
 
 def workload_pod_runs(workload: Workload, *, kube: Kube | None = None) -> list[PodRun]:
@@ -208,15 +209,42 @@ def _event_time(event: Mapping[str, Any]) -> datetime | None:
     return None
 
 
-def workload_events(*, workload: Workload, kube: Kube | None = None) -> list[ClusterEvent]:
+# Up to this many objects, a workload's events are asked for per object (a field selector
+# on the involved object's name: a few events each); beyond, the namespace's are listed once.
+EVENTS_PER_OBJECT_UP_TO = 4
+
+
+def workload_events(
+    *,
+    workload: Workload,
+    kube: Kube | None = None,
+    pods: list[dict[str, Any]] | None = None,
+) -> list[ClusterEvent]:
     """Kubernetes events of the workload's stored objects and of its pods, oldest first;
-    ``kube`` as for :func:`workload_pod_runs`."""
+    ``kube`` as for :func:`workload_pod_runs`; ``pods``: the pods already read, if they were.
+
+    A team namespace holds the events of all its workloads: for a workload of a few objects
+    only theirs are asked for (one call per object), so the cost does not grow with the
+    namespace's history."""
     kube = kube or _placed_kube(
         workload, LogsUnavailable("The workload has not been placed on a cluster yet.")
     )
+    namespace = workload.team.namespace
     names = {ref["name"] for ref in workload.k8s_objects or []}
-    names.update(p["metadata"]["name"] for p in _pods(kube, workload))
-    events = kube.list_objects("v1", "Event", namespace=workload.team.namespace)
+    names.update(p["metadata"]["name"] for p in (_pods(kube, workload) if pods is None else pods))
+    if len(names) <= EVENTS_PER_OBJECT_UP_TO:
+        events: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for name in sorted(names):
+            for e in kube.list_objects(
+                "v1", "Event", namespace=namespace, field_selector=f"involvedObject.name={name}"
+            ):
+                key = str((e.get("metadata") or {}).get("uid") or id(e))
+                if key not in seen:
+                    seen.add(key)
+                    events.append(e)
+    else:
+        events = kube.list_objects("v1", "Event", namespace=namespace)
     result = []
     for e in events:
         involved = e.get("involvedObject") or {}

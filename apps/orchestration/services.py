@@ -11,7 +11,7 @@ import json
 import logging
 import secrets
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -73,6 +73,12 @@ WORKLOAD_KINDS = (
     ("v1", "Secret"),
 )
 API_VERSIONS = {kind: version for version, kind in WORKLOAD_KINDS}
+# What a workload of each kind may own (manifests.workload_manifests), swept by label when its
+# objects are deleted; a kind not named here may own any of WORKLOAD_KINDS.
+OWNED_KINDS = {
+    wl.KIND_TRAINING: {"Job", "Service", "NetworkPolicy"},
+    wl.KIND_SWEEP: {"Job"},
+}
 
 
 # --- teams --------------------------------------------------------------------------------
@@ -372,10 +378,10 @@ def workload_archive(*, workload: Workload, kube: Kube) -> ArchiveResult:
     Raises :class:`ClusterUnreachable` when the pods cannot be listed; a log or the events
     that cannot be read are in ``problems``, the rest is stored.
     """
-    runs = reads.workload_pod_runs(workload, kube=kube)
-    result = _archive_runs(kube, workload, runs)
+    pods = reads.workload_pods(workload, kube=kube)
+    result = _archive_runs(kube, workload, reads.pod_runs(pods))
     try:
-        events = reads.workload_events(workload=workload, kube=kube)
+        events = reads.workload_events(workload=workload, kube=kube, pods=pods)
     except ClusterError as exc:
         result.problems.append(f"events: {exc}")
     else:
@@ -542,7 +548,10 @@ def _delete_objects(kube: Kube, workload: Workload) -> int:
     refs = list(workload.k8s_objects or [])
     # Also sweep by label, in case a worker died between creating and recording a name.
     namespace = workload.team.namespace
+    owned = OWNED_KINDS.get(workload.kind)
     for version, kind in WORKLOAD_KINDS:
+        if owned is not None and kind not in owned:
+            continue
         for obj in kube.list_owned(
             version, kind, namespace=namespace, label_selector=f"{m.LABEL_WORKLOAD}={workload.pk}"
         ):
@@ -843,10 +852,18 @@ def status_sync_observed(
     pods: Iterable[dict[str, Any]],
     jobs: Iterable[dict[str, Any]],
     workload_ids: Iterable[int] | None = None,
+    clean_up: Callable[[list[int]], None] | None = None,
 ) -> SyncResult:
     """The status update from objects already read (a list, or a watch's copy): every live
-    workload of the cluster, or only ``workload_ids`` (those whose objects changed)."""
+    workload of the cluster, or only ``workload_ids`` (those whose objects changed).
+
+    Every state change is committed first, and a cycle queued as soon as one of them freed
+    GPUs; only then are the ended workloads' objects archived and deleted, by ``clean_up``
+    (the ids; the watch hands them to workers of its own) or here, several at once
+    (:func:`gone_clean_up`). A cleanup lost on the way is the reconcile pass's to finish: it
+    deletes the objects of every ended workload that still records some."""
     result = SyncResult()
+    gone: list[int] = []
     kube = kube_for(cluster)
     pods_of = _group_by_workload(pods)
     jobs_of = _group_by_workload(jobs)
@@ -884,18 +901,34 @@ def status_sync_observed(
             if moved:
                 result.transitions += 1
                 if seen.state in GONE_STATES:
-                    workload_reconcile(workload_id=workload.pk)
+                    gone.append(workload.pk)
                     result.freed += 1
         elif seen.reason != workload.last_reason and seen.state is None:
             Workload.objects.filter(pk=workload.pk, state=workload.state).update(
                 last_reason=seen.reason
             )
             result.reasons += 1
-    result.rollouts = endpoint_rollouts_check(kube=kube, cluster=cluster, single=single)
     if result.freed:
-        # Finished, failed or preempted workloads freed GPUs: let the waiting ones in now.
+        # Finished, failed or preempted workloads freed GPUs: let the waiting ones in now,
+        # before their objects are archived and deleted.
         taskqueue.SCHEDULING_CYCLE.send()
+    if gone:
+        (clean_up or gone_clean_up)(gone)
+    result.rollouts = endpoint_rollouts_check(kube=kube, cluster=cluster, single=single)
     return result
+
+
+def gone_clean_up(workload_ids: list[int]) -> int:
+    """Archive and delete the objects of ended workloads, ORCHESTRATION_RECONCILE_CONCURRENCY
+    at a time (each one idempotent, see :func:`workload_reconcile`); returns how many were
+    deleted. One that fails is logged and left to the reconcile pass."""
+    deleted = 0
+    for workload_id, _, outcome in _reconcile_many([(pk, "deleted") for pk in workload_ids]):
+        if isinstance(outcome, Exception):
+            log.warning("workload %s: objects not deleted yet: %s", workload_id, outcome)
+        elif outcome == "deleted":
+            deleted += 1
+    return deleted
 
 
 def _parse_time(value: Any) -> datetime | None:

@@ -6,6 +6,11 @@ with the database connection), gathers the workloads whose objects changed and r
 status update service for those only, from the informers' copies: no list call. Node
 changes that matter to the inventory (labels, allocatable, schedulable, ready) refresh it.
 The periodic list passes stay as a slow safety net (``ORCHESTRATION_STATUS_SYNC_SECONDS``).
+
+A workload that ended frees its GPUs when its state changes; archiving its logs and deleting
+its objects (a dozen API calls) is left to ``ORCHESTRATION_RECONCILE_CONCURRENCY`` cleanup
+workers of the watch, so the next step (the next workload that ended or started) never waits
+for them.
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DatabaseError, close_old_connections
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
 
 from apps.catalog.models import Cluster
 from apps.orchestration import manifests as m
@@ -86,6 +94,9 @@ class ClusterWatch:
         self._threads: list[threading.Thread] = []
         self._recheck: dict[int, float] = {}
         self._nodes_seen: frozenset[tuple[Any, ...]] | None = None
+        self._cleaners: ThreadPoolExecutor | None = None
+        self._cleaning: set[Future[None]] = set()
+        self._cleaning_lock = threading.Lock()
 
         def informer(api_version: str, kind: str, selector: str) -> Informer:
             return Informer(
@@ -116,6 +127,42 @@ class ClusterWatch:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout)  # a watch blocked on a quiet stream ends with the process
+        if self._cleaners is not None:
+            self._cleaners.shutdown(wait=True)  # cleanups under way finish; none is cut off
+            self._cleaners = None
+
+    def wait_cleaned(self, timeout: float = 60.0) -> bool:
+        """Wait until the cleanups handed out so far have finished; False on timeout."""
+        with self._cleaning_lock:
+            pending = set(self._cleaning)
+        _, not_done = futures_wait(pending, timeout=timeout)
+        return not not_done
+
+    def _clean_up(self, workload_ids: list[int]) -> None:
+        """Hand the ended workloads to the cleanup workers (started on first use)."""
+        if self._cleaners is None:
+            self._cleaners = ThreadPoolExecutor(
+                max_workers=settings.ORCHESTRATION_RECONCILE_CONCURRENCY,
+                thread_name_prefix="watch-cleanup",
+            )
+        for workload_id in workload_ids:
+            future = self._cleaners.submit(self._clean_one, workload_id)
+            with self._cleaning_lock:
+                self._cleaning.add(future)
+            future.add_done_callback(self._cleaned)
+
+    def _cleaned(self, future: Future[None]) -> None:
+        with self._cleaning_lock:
+            self._cleaning.discard(future)
+
+    @staticmethod
+    def _clean_one(workload_id: int) -> None:
+        try:
+            services.gone_clean_up([workload_id])
+        except Exception:  # the reconcile pass deletes what is left
+            log.exception("workload %s: cleanup failed", workload_id)
+        finally:
+            connection.close()  # this worker thread's own connection
 
     def wait_synced(self, timeout: float = 60.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -162,7 +209,11 @@ class ClusterWatch:
             pods = [p for p in self.pods.objects() if _workload_of(p) in ids]
             jobs = [j for j in self.jobs.objects() if _workload_of(j) in ids]
             synced = services.status_sync_observed(
-                cluster=self.cluster, pods=pods, jobs=jobs, workload_ids=ids
+                cluster=self.cluster,
+                pods=pods,
+                jobs=jobs,
+                workload_ids=ids,
+                clean_up=self._clean_up,
             )
             result.transitions = synced.transitions
             # Objects ahead of the workload's own state: look again shortly.

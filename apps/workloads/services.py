@@ -7,6 +7,8 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
@@ -371,6 +373,55 @@ def workload_transition(
     for field, value in changes.items():
         setattr(workload, field, value)
     return True
+
+
+def workloads_queue(*, workloads: Iterable[Workload], reason: str) -> list[int]:
+    """Move every pending workload of ``workloads`` to ``queued``, as
+    :func:`workload_transition` would one by one, in three statements for all of them: lock
+    those still pending, update them, record their events. Queued tells no one, so there is
+    no notice to send; a sweep's trial goes through :func:`workload_transition` (its sweep's
+    state follows). Returns the ids moved; the rows in hand are updated to match."""
+    rows = {w.pk: w for w in workloads if w.state == core.PENDING}
+    trials = [w for w in rows.values() if w.sweep_id is not None]
+    moved = [
+        w.pk for w in trials if workload_transition(workload=w, to_state=core.QUEUED, reason=reason)
+    ]
+    plain = sorted(pk for pk, w in rows.items() if w.sweep_id is None)
+    if not plain:
+        return moved
+    now = timezone.now()
+    text = reason[:500]
+    with transaction.atomic():
+        claimed = list(
+            Workload.objects.select_for_update()
+            .filter(pk__in=plain, state=core.PENDING)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        if not claimed:
+            return moved
+        Workload.objects.filter(pk__in=claimed).update(
+            state=core.QUEUED,
+            last_reason=text,
+            updated_at=now,
+            queued_at=Coalesce(F("queued_at"), Value(now)),
+        )
+        WorkloadEvent.objects.bulk_create(
+            WorkloadEvent(
+                workload_id=pk,
+                from_state=core.PENDING,
+                to_state=core.QUEUED,
+                reason=reason,
+                created_at=now,
+            )
+            for pk in claimed
+        )
+    for pk in claimed:
+        w = rows[pk]
+        w.state, w.last_reason, w.updated_at = core.QUEUED, text, now
+        if w.queued_at is None:
+            w.queued_at = now
+    return moved + claimed
 
 
 def workload_cancel(

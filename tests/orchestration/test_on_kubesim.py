@@ -242,6 +242,37 @@ def test_cancel_deletes_objects_and_orphans_are_swept(
     assert len(jobs_of(kube_api_client, team, keep)) == 1
 
 
+def test_an_ended_runs_objects_are_deleted_even_when_none_was_recorded(
+    team: Team, cluster: Cluster, kube_api_client: Any
+) -> None:
+    """A worker created a two-replica training run's objects (Job, headless Service, peer
+    NetworkPolicy) and died before recording their names; the run is cancelled. Deleting its
+    objects sweeps those kinds by label and leaves another run's alone."""
+    two = {"replicas": [{"node": "h100-0"}, {"node": "h100-1"}]}
+    run = admitted(team, replicas=2, placement=two, params={"pod_annotations": {}})
+    other = admitted(team, replicas=2, placement=two, params={"pod_annotations": {}})
+    kube = kube_for(cluster)
+    for w in (run, other):
+        applied = kube.apply_all(m.workload_manifests(services.workload_spec(w)), workload_id=w.pk)
+        assert sorted(a.kind for a in applied) == ["Job", "NetworkPolicy", "Service"]
+    Workload.objects.filter(pk=run.pk).update(state=wl.CANCELLED)
+    assert services.workload_reconcile(workload_id=run.pk) == "deleted"
+
+    def left(w: Workload) -> list[str]:
+        selector = f"{m.LABEL_WORKLOAD}={w.pk}"
+        return [
+            kind
+            for version, kind in services.WORKLOAD_KINDS
+            for obj in kube.list_owned(
+                version, kind, namespace=team.namespace, label_selector=selector
+            )
+            if not (obj["metadata"].get("deletionTimestamp"))
+        ]
+
+    assert left(run) == []
+    assert sorted(left(other)) == ["Job", "NetworkPolicy", "Service"]
+
+
 def test_foreign_object_with_our_name_is_never_adopted(
     team: Team, cluster: Cluster, kube_api_client: Any
 ) -> None:

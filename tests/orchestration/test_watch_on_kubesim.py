@@ -23,9 +23,10 @@ from apps.accounts.models import Team
 from apps.catalog.models import Cluster
 from apps.orchestration import manifests as m
 from apps.orchestration import services
-from apps.orchestration.clusters import forget_clients
+from apps.orchestration.clusters import forget_clients, kube_for
 from apps.orchestration.informer import ReconnectBackoff
 from apps.orchestration.kube import Kube, WatchExpired
+from apps.orchestration.models import WorkloadLogArchive
 from apps.orchestration.watch import ClusterWatch
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
@@ -112,6 +113,70 @@ def test_pod_and_job_changes_reach_the_workload_through_the_watch(
         assert stats["Pod"].events >= 2 and stats["Job"].events >= 1
         # The GPU nodes were read once into the inventory.
         assert cluster.nodes.count() == 9
+
+
+@pytest.mark.django_db(transaction=True)  # the cleanup workers read with connections of their own
+def test_an_ended_workloads_objects_are_archived_and_deleted_by_the_cleanup_workers(
+    cluster: Cluster, team: Team
+) -> None:
+    with watching(ClusterWatch(cluster, backoff=FAST)) as watch:
+        workload = started(team, run="2s")
+        job = workload.k8s_objects[0]
+        step_until(watch, workload, wl.SUCCEEDED)
+        assert watch.wait_cleaned(60)
+        workload.refresh_from_db()
+        assert workload.k8s_objects == []
+        assert watch.kube.get("batch/v1", "Job", job["name"], team.namespace) is None
+        assert WorkloadLogArchive.objects.filter(workload=workload).exists()
+        # The state moved once: the cleanup changed no state and told no one again.
+        assert list(workload.events.values_list("to_state", flat=True)).count(wl.SUCCEEDED) == 1
+
+
+def test_a_status_update_changes_every_state_before_it_hands_out_the_cleanup(
+    cluster: Cluster, team: Team
+) -> None:
+    kube = kube_for(cluster)
+    ended = [started(team, run="1s"), started(team, run="1s")]
+    ids = [w.pk for w in ended]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        jobs = kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD)
+        complete = [
+            j
+            for j in jobs
+            if any(
+                c.get("type") == "Complete" and c.get("status") == "True"
+                for c in (j.get("status") or {}).get("conditions") or []
+            )
+        ]
+        if len(complete) == 2:
+            break
+        time.sleep(0.5)
+    handed: list[list[int]] = []
+
+    def clean_up(workload_ids: list[int]) -> None:
+        # Both ended workloads are handed over at once, their states already changed, and
+        # their objects still there: the cleanup comes after, not in between.
+        states = set(Workload.objects.filter(pk__in=workload_ids).values_list("state", flat=True))
+        assert states == {wl.SUCCEEDED}
+        for pk in workload_ids:
+            assert kube.list_owned("batch/v1", "Job", label_selector=f"{m.LABEL_WORKLOAD}={pk}")
+        handed.append(sorted(workload_ids))
+
+    synced = services.status_sync_observed(
+        cluster=cluster,
+        pods=kube.list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD),
+        jobs=kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD),
+        workload_ids=ids,
+        clean_up=clean_up,
+    )
+    assert handed == [sorted(ids)] and synced.freed == 2
+    # Without a hand-over the status update cleans up itself, several at once.
+    assert services.gone_clean_up(ids) == 2
+    for workload in ended:
+        workload.refresh_from_db()
+        assert workload.k8s_objects == []
+    assert kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD) == []
 
 
 def churn_until_expired(kube: Kube, namespace: str, resource_version: str) -> int:

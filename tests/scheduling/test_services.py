@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from apps.catalog.models import Cluster, ClusterNode, GpuClass
 from apps.scheduling import handoff
-from apps.scheduling.services import scheduling_cycle_run
+from apps.scheduling.services import _store_waiting, scheduling_cycle_run
 from apps.scheduling.tasks import run_cycle
 from apps.workloads import core
 from apps.workloads.models import Workload
-from apps.workloads.services import workload_submit
+from apps.workloads.services import workload_cancel, workload_submit
 from tests.factories import (
     GpuClassFactory,
     ImageFactory,
@@ -273,3 +273,67 @@ def test_concurrent_submissions_and_cycles_admit_exactly_what_the_quota_allows()
     queued = Workload.objects.filter(state=core.QUEUED)
     assert queued.count() == 46
     assert all(w.last_reason.startswith("Team quota reached") for w in queued)
+
+
+def _blocker(cast: Cast) -> Workload:
+    """The team's own production run on the only node, all of its limit: nothing preempts it."""
+    return WorkloadFactory(
+        team=cast.team,
+        owner=cast.owner,
+        gpu_class=cast.gpu_class,
+        gpu_milli=8000,
+        priority_class=core.PRIORITY_PRODUCTION,
+        state=core.RUNNING,
+        admitted_at=timezone.now() - timedelta(minutes=30),
+        max_runtime_seconds=3600,
+        placement={
+            "cluster": "hub",
+            "replicas": [{"node": "h100-80gb-0", "gpus": list(range(8)), "units": 1000}],
+        },
+    )
+
+
+@pytest.mark.django_db
+def test_every_waiting_workload_gets_its_place_and_moves_up_when_one_leaves(cast: Cast) -> None:
+    add_nodes(cast.gpu_class)
+    _blocker(cast)
+    waiting = [submit(cast, name=f"w{i}") for i in range(3)]
+    scheduling_cycle_run()
+    rows = Workload.objects.filter(pk__in=[w.pk for w in waiting]).order_by("pk")
+    assert [(w.state, w.queue_position) for w in rows] == [
+        (core.QUEUED, 1),
+        (core.QUEUED, 2),
+        (core.QUEUED, 3),
+    ]
+    for w in rows:
+        assert w.last_reason and w.last_reason != "Queued for a GPU."
+        assert w.estimated_start_at is not None and isinstance(w.scheduling_advice, list)
+        assert [e.to_state for e in w.events.all()] == [core.PENDING, core.QUEUED]
+    workload_cancel(actor=cast.owner, workload=Workload.objects.get(pk=waiting[0].pk))
+    scheduling_cycle_run()
+    rows = Workload.objects.filter(pk__in=[w.pk for w in waiting]).order_by("pk")
+    assert [(w.state, w.queue_position) for w in rows] == [
+        (core.CANCELLED, 1),  # its last place is kept, its reason is the cancel's
+        (core.QUEUED, 1),
+        (core.QUEUED, 2),
+    ]
+    assert rows[0].last_reason.startswith("Cancelled by")
+
+
+@pytest.mark.django_db
+def test_waiting_details_are_not_written_over_a_workload_that_left_the_queue(cast: Cast) -> None:
+    left, stays = submit(cast, name="left"), submit(cast, name="stays")
+    in_hand = list(Workload.objects.filter(pk__in=[left.pk, stays.pk]).order_by("pk"))
+    workload_cancel(actor=cast.owner, workload=Workload.objects.get(pk=left.pk))
+    estimate = timezone.now() + timedelta(hours=2)
+    for position, w in enumerate(in_hand, start=4):
+        w.queue_position, w.estimated_start_at = position, estimate
+        w.last_reason, w.scheduling_advice = f"waits at {position}", [f"advice {position}"]
+    _store_waiting(in_hand)
+    left.refresh_from_db()
+    stays.refresh_from_db()
+    assert left.state == core.CANCELLED and left.queue_position is None
+    assert left.last_reason.startswith("Cancelled by") and left.scheduling_advice == []
+    assert stays.queue_position == 5 and stays.last_reason == "waits at 5"
+    assert stays.scheduling_advice == ["advice 5"]
+    assert abs((stays.estimated_start_at - estimate).total_seconds()) < 1e-3

@@ -8,7 +8,12 @@ from apps.audit.models import AuditEvent
 from apps.catalog.models import Image
 from apps.workloads import core
 from apps.workloads.models import Workload
-from apps.workloads.services import workload_cancel, workload_submit, workload_transition
+from apps.workloads.services import (
+    workload_cancel,
+    workload_submit,
+    workload_transition,
+    workloads_queue,
+)
 from tests.factories import ImageFactory, WorkloadFactory
 from tests.plugins.cast import Cast
 
@@ -245,3 +250,49 @@ def test_clone_of_a_sweep_charges_every_point_of_its_grid(cast: Cast) -> None:
     # Its trials run four at once by default (the rules record the cap), each its own unit.
     assert copy.params == {**old.params, "parallelism": 4}
     assert copy.trials.count() == 4
+
+
+# --- queueing many at once ---------------------------------------------------------------
+
+
+def test_queueing_moves_every_pending_workload_with_one_event_each(cast: Cast) -> None:
+    first, second = submit(cast, name="first"), submit(cast, name="second")
+    moved = workloads_queue(workloads=[first, second], reason="Queued for a GPU.")
+    assert sorted(moved) == sorted([first.pk, second.pk])
+    for workload in (first, second):
+        in_hand = (workload.state, workload.queued_at)
+        workload.refresh_from_db()
+        assert (workload.state, workload.queued_at) == in_hand
+        assert workload.state == core.QUEUED and workload.queued_at is not None
+        assert workload.last_reason == "Queued for a GPU."
+        events = list(workload.events.values_list("from_state", "to_state", "reason"))
+        assert events == [
+            ("", core.PENDING, events[0][2]),
+            (core.PENDING, core.QUEUED, "Queued for a GPU."),
+        ]
+    # Queued already: nothing moves twice, no second event.
+    assert workloads_queue(workloads=[first, second], reason="again") == []
+    assert first.events.count() == 2
+
+
+def test_queueing_leaves_a_workload_that_changed_meanwhile(cast: Cast) -> None:
+    stale = submit(cast, name="stale")
+    fresh = submit(cast, name="fresh")
+    # Cancelled by its owner after the caller read it as pending.
+    workload_cancel(actor=cast.owner, workload=Workload.objects.get(pk=stale.pk))
+    assert stale.state == core.PENDING  # the copy in hand
+    assert workloads_queue(workloads=[stale, fresh], reason="Queued for a GPU.") == [fresh.pk]
+    stale.refresh_from_db()
+    assert stale.state == core.CANCELLED
+    assert not stale.events.filter(to_state=core.QUEUED).exists()
+
+
+def test_queueing_a_sweeps_trials_moves_the_sweep_too(cast: Cast) -> None:
+    sweep = submit(cast, kind=core.KIND_SWEEP, name="grid", replicas=None, grid={"lr": ["1", "2"]})
+    trials = list(sweep.trials.order_by("pk"))
+    assert [t.state for t in trials] == [core.PENDING, core.PENDING]
+    moved = workloads_queue(workloads=trials, reason="Queued for a GPU.")
+    assert sorted(moved) == [t.pk for t in trials]
+    assert set(sweep.trials.values_list("state", flat=True)) == {core.QUEUED}
+    sweep.refresh_from_db()
+    assert sweep.state == core.QUEUED
