@@ -142,23 +142,26 @@ class Workload(models.Model):
             models.Index(fields=["kind"], name="workload_kind_idx"),
             models.Index(fields=["priority_class"], name="workload_priority_idx"),
             models.Index(fields=["-created_at"], name="workload_created_idx"),
-            # The API's list: a page of a team's live workloads, newest first, read from the
-            # index alone (the count and the page's ids need no table rows).
+            # The API's list: a page of a team's listed workloads (live, not a sweep's trial),
+            # newest first, read from the index alone (the count and the page's ids need no
+            # table rows). The condition is the list's own: with ``deleted_at`` alone, the
+            # lists' ``sweep_id IS NULL`` was checked on every table row (12,700 rows: the
+            # count a sequential scan of 6 ms, a deep page 5 ms, instead of about 1 ms each).
             models.Index(
                 fields=["team", "-created_at", "-id"],
-                condition=models.Q(deleted_at__isnull=True),
-                name="workload_live_team_idx",
+                condition=models.Q(deleted_at__isnull=True, sweep__isnull=True),
+                name="workload_listed_team_idx",
             ),
             models.Index(
                 fields=["-created_at", "-id"],
-                condition=models.Q(deleted_at__isnull=True),
-                name="workload_live_idx",
+                condition=models.Q(deleted_at__isnull=True, sweep__isnull=True),
+                name="workload_listed_idx",
             ),
             # The workloads list sorted by name, a page of a team's at a time.
             models.Index(
                 fields=["team", "name", "id"],
-                condition=models.Q(deleted_at__isnull=True),
-                name="workload_live_team_name_idx",
+                condition=models.Q(deleted_at__isnull=True, sweep__isnull=True),
+                name="workload_listed_team_name_idx",
             ),
         ]
         constraints = [

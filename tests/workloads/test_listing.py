@@ -284,6 +284,27 @@ def test_the_count_walks_only_the_teams_part_of_the_index(thousands: Cast) -> No
     assert "Seq Scan on workloads_workload" not in plan, plan
 
 
+def test_the_lists_filter_implies_the_listed_indexes_condition(thousands: Cast) -> None:
+    """The page and the count can be read from the index alone only if every row they filter
+    for is in it: the partial index's condition must be implied by the list's filter (a
+    condition the list does not state, or one it states beyond the index's, sends PostgreSQL
+    to the table for every entry)."""
+    query = WorkloadListing(thousands.owner, WorkloadFilters(), ROW_VALUES).count_query()
+    assert query is not None
+    sql = query[0]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes "
+            "WHERE tablename = %s AND indexname = ANY(%s)",
+            [Workload._meta.db_table, ["workload_listed_team_idx", "workload_listed_idx"]],
+        )
+        indexes = dict(cursor.fetchall())
+    assert set(indexes) == {"workload_listed_team_idx", "workload_listed_idx"}
+    for definition in indexes.values():
+        assert "WHERE ((deleted_at IS NULL) AND (sweep_id IS NULL))" in definition, definition
+    assert "deleted_at IS NULL" in sql and "sweep_id IS NULL" in sql, sql
+
+
 # --- the token lookup that feeds it ---------------------------------------------------------
 
 
