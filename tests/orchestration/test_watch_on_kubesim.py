@@ -61,6 +61,22 @@ def team(cluster: Cluster, kube_api_client: Any) -> Iterator[Team]:
         k8s.CoreV1Api(kube_api_client).delete_namespace(team.namespace)
 
 
+H100_NODES = [f"h100-{i}" for i in range(4)]
+
+
+def quietest_h100(team: Team) -> str:
+    """The H100 node with the fewest live pods: tests before this one (in this process's
+    cluster) may still hold GPUs of the first node while their namespaces go."""
+    kube = kube_for(Cluster.objects.get(name="sim"))
+    busy = dict.fromkeys(H100_NODES, 0)
+    for pod in kube.list_owned("v1", "Pod", label_selector=m.LABEL_WORKLOAD):
+        node = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if node in busy and phase in ("Pending", "Running"):
+            busy[node] += 1
+    return min(H100_NODES, key=lambda n: (busy[n], n))
+
+
 def started(team: Team, run: str = "60s") -> Workload:
     """A workload whose objects exist (reconciled), so its state is STARTING."""
     workload = WorkloadFactory(
@@ -69,7 +85,7 @@ def started(team: Team, run: str = "60s") -> Workload:
         gpu_class=GpuClassFactory(),
         image=ImageFactory(),
         state=wl.ADMITTED,
-        placement={"replicas": [{"node": "h100-0"}]},
+        placement={"replicas": [{"node": quietest_h100(team)}]},
         params={"pod_annotations": {"kubesim.io/run-duration": run}},
     )
     assert services.workload_reconcile(workload_id=workload.pk) == "ensured"
@@ -140,7 +156,11 @@ def test_a_status_update_changes_every_state_before_it_hands_out_the_cleanup(
     ids = [w.pk for w in ended]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        jobs = kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD)
+        jobs = [
+            job
+            for pk in ids
+            for job in kube.list_owned("batch/v1", "Job", label_selector=f"{m.LABEL_WORKLOAD}={pk}")
+        ]
         complete = [
             j
             for j in jobs
@@ -176,7 +196,11 @@ def test_a_status_update_changes_every_state_before_it_hands_out_the_cleanup(
     for workload in ended:
         workload.refresh_from_db()
         assert workload.k8s_objects == []
-    assert kube.list_owned("batch/v1", "Job", label_selector=m.LABEL_WORKLOAD) == []
+        # (other tests' Jobs may share this cluster: only these two must be gone)
+        assert (
+            kube.list_owned("batch/v1", "Job", label_selector=f"{m.LABEL_WORKLOAD}={workload.pk}")
+            == []
+        )
 
 
 def churn_until_expired(kube: Kube, namespace: str, resource_version: str) -> int:
