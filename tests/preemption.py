@@ -16,14 +16,15 @@ from tests.factories import WorkloadFactory
 GPUS = 8
 
 
-def one_node(gpu_class: GpuClass) -> ClusterNode:
+def one_node(gpu_class: GpuClass, name: str = "") -> ClusterNode:
     hub, _ = Cluster.objects.get_or_create(name="hub", defaults={"connection": "in_cluster"})
+    name = name or f"{gpu_class.name.lower()}-0"
     return ClusterNode.objects.create(
         cluster=hub,
-        name=f"{gpu_class.name.lower()}-0",
+        name=name,
         gpu_class=gpu_class,
         gpu_count=GPUS,
-        gpu_uuids=[f"GPU-0-{g}" for g in range(GPUS)],
+        gpu_uuids=[f"GPU-{name}-{g}" for g in range(GPUS)],
         cpu_milli=192_000,
         memory_mib=2_000_000,
     )

@@ -183,7 +183,7 @@ def test_a_submission_that_can_stop_no_teammate_does_not_read_the_whole_queue(
     does not grow with the queue (a dry run reads every live workload)."""
     one_node(cast.gpu_class)
     running_on_every_gpu(
-        one_node_named(cast, "h100-1"),
+        one_node(cast.gpu_class, "h100-1"),
         name="theirs",
         team=cast.other_team,
         owner=cast.outsider,
@@ -191,7 +191,7 @@ def test_a_submission_that_can_stop_no_teammate_does_not_read_the_whole_queue(
     )
     # The team's own running work is of a higher class than the request: it cannot be stopped.
     running_on_every_gpu(
-        one_node_named(cast, "h100-2"),
+        one_node(cast.gpu_class, "h100-2"),
         name="ours",
         team=cast.team,
         owner=cast.teammate,
@@ -202,21 +202,6 @@ def test_a_submission_that_can_stop_no_teammate_does_not_read_the_whole_queue(
     waiting_queue(cast, 60)
     large = submit_rows_read(cast, api, "second")
     assert 0 < small == large
-
-
-def one_node_named(cast: Cast, name: str) -> Any:
-    from apps.catalog.models import Cluster, ClusterNode
-
-    hub = Cluster.objects.get(name="hub")
-    return ClusterNode.objects.create(
-        cluster=hub,
-        name=name,
-        gpu_class=cast.gpu_class,
-        gpu_count=8,
-        gpu_uuids=[f"GPU-{name}-{g}" for g in range(8)],
-        cpu_milli=192_000,
-        memory_mib=2_000_000,
-    )
 
 
 @pytest.mark.parametrize("teammate_class", ["development", "batch", "training", "production"])

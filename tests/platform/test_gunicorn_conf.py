@@ -47,23 +47,17 @@ def test_the_worker_is_uvicorns_and_ends_open_streams_on_a_graceful_stop() -> No
     assert 0 < shutdown < gunicorn_conf.graceful_timeout
 
 
-def test_the_web_server_closes_database_connections_unless_told_otherwise(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("name", "default", "told"),
+    [("DATABASE_CONN_MAX_AGE", "0", "30"), ("DATABASE_POOL_SIZE", "8", "0")],
+    ids=["connections closed per request", "a pool per worker"],
+)
+def test_the_web_servers_database_defaults_give_way_to_the_deployment(
+    monkeypatch: pytest.MonkeyPatch, name: str, default: str, told: str
 ) -> None:
-    monkeypatch.delenv("DATABASE_CONN_MAX_AGE", raising=False)
+    monkeypatch.delenv(name, raising=False)
     importlib.reload(gunicorn_conf)
-    assert os.environ["DATABASE_CONN_MAX_AGE"] == "0"
-    monkeypatch.setenv("DATABASE_CONN_MAX_AGE", "30")
+    assert os.environ[name] == default
+    monkeypatch.setenv(name, told)
     importlib.reload(gunicorn_conf)
-    assert os.environ["DATABASE_CONN_MAX_AGE"] == "30"
-
-
-def test_the_web_server_pools_database_connections_unless_told_otherwise(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("DATABASE_POOL_SIZE", raising=False)
-    importlib.reload(gunicorn_conf)
-    assert os.environ["DATABASE_POOL_SIZE"] == "8"
-    monkeypatch.setenv("DATABASE_POOL_SIZE", "0")
-    importlib.reload(gunicorn_conf)
-    assert os.environ["DATABASE_POOL_SIZE"] == "0"
+    assert os.environ[name] == told
