@@ -3,7 +3,7 @@ node health. Prometheus keeps the time series; these rows are what accounting ne
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -166,12 +166,19 @@ class IdleNotice(models.Model):
     def __str__(self) -> str:
         return f"{self.get_kind_display()}: {self.workload}"
 
-    def reclaimed_gpu_seconds(self, now: object | None = None) -> float:
-        """GPU time given back by a suspension: from suspending until resumed (or now)."""
+    def reclaimed_gpu_seconds(
+        self, now: datetime | None = None, since: datetime | None = None
+    ) -> float:
+        """GPU time given back by a suspension: from suspending until resumed (or now).
+
+        With ``since``, only the part of that time after ``since`` counts: a suspension
+        begun last month and still in force gives this month the hours since it began.
+        """
         if self.kind != self.Kind.SUSPENDED:
             return 0.0
         end = self.resolved_at or now or timezone.now()
-        return max(0.0, (end - self.created_at).total_seconds()) * self.allocated_gpus  # type: ignore[operator]
+        start = self.created_at if since is None else max(self.created_at, since)
+        return max(0.0, (end - start).total_seconds()) * self.allocated_gpus
 
 
 class IngestCursor(models.Model):

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import F, QuerySet, Sum
+from django.db.models import F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
@@ -185,13 +185,17 @@ class Reclaimed:
 
 
 def reclaimed(since: datetime | None = None, now: datetime | None = None) -> Reclaimed:
-    """GPU-hours given back by idle suspensions (until resumed, or until now)."""
+    """GPU-hours given back by idle suspensions (until resumed, or until now).
+
+    With ``since`` the figure is the window's: every suspension in force at some moment
+    after ``since`` counts, with only its hours after ``since``.
+    """
     moment = now or timezone.now()
-    notices = IdleNotice.objects.filter(kind=IdleNotice.Kind.SUSPENDED)
+    notices = IdleNotice.objects.filter(kind=IdleNotice.Kind.SUSPENDED, created_at__lte=moment)
     if since is not None:
-        notices = notices.filter(created_at__gte=since)
+        notices = notices.filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=since))
     total = sum(
-        n.reclaimed_gpu_seconds(moment)
+        n.reclaimed_gpu_seconds(moment, since=since)
         for n in notices.only("kind", "created_at", "resolved_at", "allocated_gpus")
     )
     return Reclaimed(notices.count(), total / 3600)

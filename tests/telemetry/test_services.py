@@ -15,7 +15,7 @@ from django.test import Client
 from apps.catalog.models import Cluster
 from apps.notifications.core import NoticeEvent
 from apps.notifications.models import Delivery, Notice
-from apps.telemetry import core, services
+from apps.telemetry import core, selectors, services
 from apps.telemetry.models import IdleNotice, IdlePolicy, NodeHealthReport, UsageDay, WorkloadUsage
 from apps.telemetry.selectors import top_idle_cost, usage_totals
 from apps.workloads import core as wl
@@ -299,8 +299,28 @@ def test_idle_list_shows_reclaimed_gpu_hours_to_admins_only(cast: Cast) -> None:
     services.telemetry_idle_suspend(workload=notebook, reason="idle")
     IdleNotice.objects.update(created_at=datetime.now(tz=UTC) - timedelta(hours=3))
     admin_page = login(cast.admin).get("/usage/idle/").content.decode()
-    assert "GPU-hours reclaimed" in admin_page and "<strong>6.0</strong>" in admin_page
+    # All time does not depend on the calendar; this month's share is tested below.
+    assert "GPU-hours reclaimed" in admin_page and "all time: 6.0 GPU-hours from 1." in admin_page
     assert "GPU-hours reclaimed" not in login(cast.owner).get("/usage/idle/").content.decode()
+
+
+def test_this_months_reclaimed_hours_count_only_the_hours_inside_the_month(cast: Cast) -> None:
+    month = datetime(2026, 12, 1, tzinfo=UTC)
+    now = month + timedelta(hours=1)
+    still = running(cast, kind=wl.KIND_NOTEBOOK, priority_class="development", gpu_milli=2000)
+    ended = running(cast, kind=wl.KIND_NOTEBOOK, priority_class="development", gpu_milli=1000)
+    services.telemetry_idle_suspend(workload=still, reason="idle")
+    services.telemetry_idle_suspend(workload=ended, reason="idle")
+    # Suspended at 22:00 on the last day of the month before and still suspended.
+    IdleNotice.objects.filter(workload=still).update(created_at=month - timedelta(hours=2))
+    # Suspended and resumed before the month began: it belongs to last month only.
+    IdleNotice.objects.filter(workload=ended).update(
+        created_at=month - timedelta(hours=5), resolved_at=month - timedelta(hours=4)
+    )
+    this_month = selectors.reclaimed(since=month, now=now)
+    assert (this_month.suspensions, this_month.gpu_hours) == (1, 2.0)
+    all_time = selectors.reclaimed(now=now)
+    assert (all_time.suspensions, all_time.gpu_hours) == (2, 6.0 + 1.0)
 
 
 def test_workload_usage_page_is_not_shown_to_outsiders(cast: Cast) -> None:
