@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -122,6 +123,7 @@ class Run:
     capacity: int = 0
     run_seconds: int = 0
     loops: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per part (cpu_seconds)
 
     def report(self) -> dict[str, Any]:
         first = min(self.submitted.values()) if self.submitted else 0.0
@@ -223,18 +225,159 @@ def wait_done(run: Run, total: int, *, stall: float = 90.0, deadline: float = 36
 # --- gpupaas ---------------------------------------------------------------------------------
 
 
-def run_gpupaas(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any) -> Run:
-    from django.core.management import call_command
+@dataclass
+class Parts:
+    """What the gpupaas processes share: the cluster, the teams, and the queues between them."""
+
+    cluster_id: int
+    team_ids: list[int]
+    owner_ids: list[int]
+    gpu_class_id: int
+    image_id: int
+    run_seconds: int
+    stop: Any  # multiprocessing.Event: the run is over
+    go: Any  # multiprocessing.Event: the benchmark's own watch is synced, submit
+    admitted: Any  # multiprocessing.Queue of workload ids, cycle -> reconcile workers
+    results: Any  # multiprocessing.Queue of (part, payload), each part -> the benchmark
+
+
+def _part_scheduler(parts: Parts) -> None:
+    """The scheduling worker: cycles back to back while they admit (as a busy worker runs one
+    for every submit that arrived meanwhile), every 0.2 s otherwise."""
     from django.db import connection
+
+    from apps.scheduling.services import scheduling_cycle_run
+
+    seconds: list[float] = []
+    profile = cProfile.Profile() if os.environ.get("ADMISSION_PROFILE") else None
+    while not parts.stop.is_set():
+        t0 = time.perf_counter()
+        if profile is not None:
+            profile.enable()
+        result = scheduling_cycle_run()
+        if profile is not None:
+            profile.disable()
+        seconds.append(time.perf_counter() - t0)
+        for pk in result.admitted:
+            parts.admitted.put(pk)
+        if not result.admitted:
+            parts.stop.wait(0.2)
+    connection.close()
+    if profile is not None:
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(35)
+    parts.results.put(("cycle", seconds))
+
+
+def _part_reconcilers(parts: Parts) -> None:
+    """The reconcile workers: ``workload_reconcile`` for each admitted workload, 8 at a time
+    (8 Celery worker threads, each keeping its connection as a worker does)."""
+    import queue as queues
+
+    from django.db import connection
+
+    from apps.orchestration import services
+
+    notes: list[str] = []
+
+    def reconcile(pk: int) -> None:
+        try:
+            services.workload_reconcile(workload_id=pk)
+        except Exception as exc:  # a worker's task retries; the bench records it
+            notes.append(f"reconcile {pk}: {exc}")
+            connection.close()
+
+    with ThreadPoolExecutor(8, thread_name_prefix="reconcile") as pool:
+        while not parts.stop.is_set():
+            try:
+                pk = parts.admitted.get(timeout=0.2)
+            except queues.Empty:
+                continue
+            pool.submit(reconcile, pk)
+    parts.results.put(("notes", notes))
+
+
+def _part_watch(parts: Parts) -> None:
+    """``manage.py watch_clusters``: the watch loop turning pod and Job changes into states."""
+    from django.db import connection
+
+    from apps.catalog.models import Cluster
+    from apps.orchestration.watch import ClusterWatch
+
+    seconds: list[float] = []
+    watch = ClusterWatch(Cluster.objects.get(pk=parts.cluster_id))
+    watch.start()
+    try:
+        while not parts.stop.is_set():
+            t0 = time.perf_counter()
+            if watch.step(timeout=0.5).workloads:
+                seconds.append(time.perf_counter() - t0)
+    finally:
+        watch.stop()
+        connection.close()
+    parts.results.put(("watch step", seconds))
+
+
+def _part_submitter(parts: Parts, jobs: list[JobSpec], threads: int) -> None:
+    """A web worker: ``workload_submit`` for its share of the Jobs, ``threads`` at a time."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from apps.accounts.models import Team
+    from apps.catalog.models import GpuClass, Image
+    from apps.workloads import core as wl
+    from apps.workloads.services import workload_submit
+
+    teams = Team.objects.in_bulk(parts.team_ids)
+    owners = get_user_model().objects.in_bulk(parts.owner_ids)
+    gpu_class = GpuClass.objects.get(pk=parts.gpu_class_id)
+    image = Image.objects.get(pk=parts.image_id)
+    annotations = {"kubesim.io/run-duration": f"{parts.run_seconds}s"}
+    connection.close()
+    done: list[tuple[str, float, int]] = []
+    notes: list[str] = []
+
+    def submit(spec: JobSpec) -> None:
+        t0 = time.time()
+        try:
+            workload = workload_submit(
+                actor=owners[parts.owner_ids[spec.team]],
+                team=teams[parts.team_ids[spec.team]],
+                kind=wl.KIND_TRAINING,
+                name=f"job-{spec.index}",
+                gpu_class=gpu_class,
+                image=image,
+                gpu_milli=spec.gpus * 1000,
+                priority_class=spec.priority,
+                command=["python", "train.py"],
+                params={"pod_annotations": annotations},
+            )
+        except Exception as exc:
+            notes.append(f"submit {spec.index}: {exc}")
+            connection.close()
+            return
+        done.append((str(workload.pk), t0, spec.index))
+
+    parts.go.wait()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(submit, jobs))
+    parts.results.put(("submitted", done))
+    parts.results.put(("notes", notes))
+
+
+def run_gpupaas(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any) -> Run:
+    """gpupaas as it is deployed: web workers (``--web-processes`` processes sharing the 8
+    submitting threads), a scheduling worker, a reconcile worker with 8 threads and the
+    watch, each a process of its own; the benchmark's own pod watch in this one."""
+    import multiprocessing
+
+    from django.core.management import call_command
+    from django.db import connections
 
     from apps.catalog.models import Cluster, GpuClass, Image
     from apps.orchestration import services
-    from apps.orchestration.clusters import kube_for
-    from apps.orchestration.watch import ClusterWatch
-    from apps.scheduling.services import scheduling_cycle_run
+    from apps.orchestration.clusters import forget_clients, kube_for
     from apps.workloads import core as wl
     from apps.workloads.models import WorkloadEvent
-    from apps.workloads.services import workload_submit
     from tests.factories import MembershipFactory, TeamFactory, TeamQuotaFactory, UserFactory
 
     call_command("migrate", verbosity=0)
@@ -257,102 +400,74 @@ def run_gpupaas(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any) -> 
         MembershipFactory(user=owner, team=team, role="lead")
         teams.append(team)
         owners.append(owner)
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda team: services.team_namespace_ensure(team=team), teams))
-    connection.close()
-    kube = kube_for(cluster)
-    view = PodWatch(kube, run, jobs=False)
-    view.start()
-    stop = threading.Event()
-    reconcilers = ThreadPoolExecutor(8, thread_name_prefix="reconcile")
-
-    def reconcile(pk: int) -> None:
-        try:
-            services.workload_reconcile(workload_id=pk)
-        except Exception as exc:  # a worker's task retries; the bench records it
-            run.notes.append(f"reconcile {pk}: {exc}")
-        finally:
-            connection.close()
-
-    cycle_seconds: list[float] = []
-    step_seconds: list[float] = []
-
-    def cycles() -> None:
-        profile = cProfile.Profile() if os.environ.get("ADMISSION_PROFILE") else None
-        while not stop.is_set():
-            t0 = time.perf_counter()
-            if profile is not None:
-                profile.enable()
-            result = scheduling_cycle_run()
-            if profile is not None:
-                profile.disable()
-            cycle_seconds.append(time.perf_counter() - t0)
-            for pk in result.admitted:
-                reconcilers.submit(reconcile, pk)
-            if not result.admitted:
-                stop.wait(0.2)
-        connection.close()
-        if profile is not None:
-            pstats.Stats(profile).sort_stats("cumulative").print_stats(35)
-
-    def watching() -> None:
-        watch = ClusterWatch(cluster, kube=kube)
-        watch.start()
-        try:
-            while not stop.is_set():
-                t0 = time.perf_counter()
-                if watch.step(timeout=0.5).workloads:
-                    step_seconds.append(time.perf_counter() - t0)
-        finally:
-            watch.stop()
-            connection.close()
-
-    threads = [threading.Thread(target=cycles), threading.Thread(target=watching)]
-    for thread in threads:
-        thread.start()
-
-    annotations = {"kubesim.io/run-duration": f"{args.run_seconds}s"}
-
-    def submit(spec: JobSpec) -> None:
-        t0 = time.time()
-        try:
-            workload = workload_submit(
-                actor=owners[spec.team],
-                team=teams[spec.team],
-                kind=wl.KIND_TRAINING,
-                name=f"job-{spec.index}",
-                gpu_class=h100,
-                image=image,
-                gpu_milli=spec.gpus * 1000,
-                priority_class=spec.priority,
-                command=["python", "train.py"],
-                params={"pod_annotations": annotations},
+    for team in teams:
+        services.team_namespace_ensure(team=team)
+    # No connection, socket or thread crosses the fork below: each process opens its own.
+    connections.close_all()
+    forget_clients()
+    gc.collect()
+    context = multiprocessing.get_context("fork")
+    parts = Parts(
+        cluster_id=cluster.pk,
+        team_ids=[t.pk for t in teams],
+        owner_ids=[o.pk for o in owners],
+        gpu_class_id=h100.pk,
+        image_id=image.pk,
+        run_seconds=args.run_seconds,
+        stop=context.Event(),
+        go=context.Event(),
+        admitted=context.Queue(),
+        results=context.Queue(),
+    )
+    web = max(1, args.web_processes)
+    processes = [
+        context.Process(target=_part_scheduler, args=(parts,), name="scheduler"),
+        context.Process(target=_part_reconcilers, args=(parts,), name="reconcile"),
+        context.Process(target=_part_watch, args=(parts,), name="watch"),
+        *(
+            context.Process(
+                target=_part_submitter,
+                args=(parts, jobs[i::web], max(1, SUBMITTERS // web)),
+                name=f"web-{i}",
             )
-        except Exception as exc:
-            run.notes.append(f"submit {spec.index}: {exc}")
-            return
-        finally:
-            connection.close()
-        key = str(workload.pk)
+            for i in range(web)
+        ),
+    ]
+    for process in processes:
+        process.start()
+    view = PodWatch(kube_for(cluster), run, jobs=False)
+    view.start()
+    by_index = {spec.index: spec for spec in jobs}
+    collected: dict[str, list[Any]] = {}
+    expected = 3 + 2 * web  # cycle, notes, watch step; submitted and notes per web worker
+
+    def take(count: int) -> None:
+        for _ in range(count):
+            part, payload = parts.results.get(timeout=3 * 3600)  # a lost part stops the run
+            collected.setdefault(part, []).extend(payload)
+
+    parts.go.set()
+    take(2 * web)  # every web worker has submitted its share
+    run.submit_done = time.time()
+    for key, t0, index in collected.pop("submitted", []):
+        spec = by_index[index]
         run.submitted[key] = t0
         run.klass[key], run.team[key], run.gpus[key] = spec.priority, spec.team, spec.gpus
-
-    with ThreadPoolExecutor(SUBMITTERS) as pool:
-        list(pool.map(submit, jobs))
-    run.submit_done = time.time()
     run.allocation = view.allocation()
     wait_done(run, len(run.submitted))
-    stop.set()
-    for thread in threads:
-        thread.join()
-    reconcilers.shutdown(wait=True)
+    run.cpu = cpu_seconds()
+    parts.stop.set()
+    take(expected - 2 * web)
+    for process in processes:
+        process.join(timeout=120)
     view.stop.set()
+    run.notes.extend(collected.pop("notes", []))
     events = WorkloadEvent.objects.filter(to_state=wl.ADMITTED).values_list(
         "workload_id", "created_at"
     )
     for pk, at in events:
         run.admitted.setdefault(str(pk), at.timestamp())
-    run.loops = {"cycle": cycle_seconds, "watch step": step_seconds}
+    run.loops = {name: collected.get(name, []) for name in ("cycle", "watch step")}
     run.stages = stage_breakdown(run, args.run_seconds)
     return run
 
@@ -648,6 +763,7 @@ def run_kueue(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any, workd
         run.submit_done = time.time()
         run.allocation = view.allocation()
         wait_done(run, len(run.submitted))
+        run.cpu = cpu_seconds()
         view.stop.set()
     return run
 
@@ -662,6 +778,51 @@ def recreate_database(name: str) -> None:
     subprocess.run(["createdb", *base, name], check=True, env=env)
 
 
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds used so far, per part of the machine: the simulated cluster (kubesim and the
+    control plane it runs), PostgreSQL, Kueue's manager, this benchmark with the gpupaas
+    processes it started (ended children included), and the whole machine."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    name: dict[int, str] = {}
+    used: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        name[pid] = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parent[pid] = int(fields[1])
+        # utime, stime and the same for children it has waited for (ended processes)
+        used[pid] = sum(int(f) for f in fields[11:15]) / tick
+
+    def part(pid: int) -> str:
+        seen = pid
+        while seen > 1:
+            if name.get(seen) == "kubesim":
+                return "cluster (kubesim)"
+            if name.get(seen) == "kueue":
+                return "Kueue manager"
+            if name.get(seen) == "postgres" and name.get(parent.get(seen, 1)) != "postgres":
+                return "PostgreSQL"
+            if seen == os.getpid():
+                return "benchmark + gpupaas"
+            seen = parent.get(seen, 1)
+        return "other"
+
+    totals: Counter[str] = Counter()
+    for pid, seconds in used.items():
+        totals[part(pid)] += seconds
+    busy = Path("/proc/stat").read_text().split("\n")[0].split()[1:]
+    idle = int(busy[3]) + int(busy[4])
+    totals["machine"] = (sum(int(f) for f in busy[:8]) - idle) / tick
+    return dict(totals)
+
+
 def with_cluster(nodes: int, fn: Callable[[Any, Path], Run]) -> Run:
     from deploy.devtools import kubesim as ks
 
@@ -669,9 +830,14 @@ def with_cluster(nodes: int, fn: Callable[[Any, Path], Run]) -> Run:
         workdir = Path(tmp)
         topo = workdir / "topology.yaml"
         topo.write_text(topology(nodes))
+        before = cpu_seconds()
         cluster = ks.start(workdir / "kubesim", topology=topo)
         try:
-            return fn(cluster, workdir)
+            run = fn(cluster, workdir)
+            # At the last Job running (``wait_done``): while Kueue's manager still runs.
+            after = run.cpu or cpu_seconds()
+            run.cpu = {k: v - before.get(k, 0.0) for k, v in after.items() if k != "other"}
+            return run
         finally:
             cluster.stop()
 
@@ -697,6 +863,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=48, help="GPUs a team may hold borrowing")
     parser.add_argument("--run-seconds", type=int, default=30)
     parser.add_argument("--only", choices=("gpupaas", "kueue"))
+    parser.add_argument(
+        "--web-processes", type=int, default=2, help="gpupaas web workers sharing the submitters"
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupaas.settings.test")
@@ -728,6 +897,13 @@ def main() -> int:
         except Exception as exc:
             errors[system] = f"{type(exc).__name__}: {exc}"
         print(f"{system}: {time.time() - t0:.0f} s", flush=True)
+        if runs and runs[-1].system == system:  # its figures now, in case a later side fails
+            print(json.dumps({"report": runs[-1].report()}, default=str), flush=True)
+            print(
+                f"{system} CPU seconds: "
+                + ", ".join(f"{k} {v:.0f}" for k, v in sorted(runs[-1].cpu.items())),
+                flush=True,
+            )
 
     capacity = args.nodes * 8
     print("\n| system | submitted | submit/s | admitted | admissions/s | submit→admitted p50 / p99"

@@ -8,9 +8,12 @@ changes that matter to the inventory (labels, allocatable, schedulable, ready) r
 The periodic list passes stay as a slow safety net (``ORCHESTRATION_STATUS_SYNC_SECONDS``).
 
 A workload that ended frees its GPUs when its state changes; archiving its logs and deleting
-its objects (a dozen API calls) is left to ``ORCHESTRATION_RECONCILE_CONCURRENCY`` cleanup
-workers of the watch, so the next step (the next workload that ended or started) never waits
-for them.
+its objects (a dozen API calls) is left to ``ORCHESTRATION_WATCH_CLEANUP_CONCURRENCY`` (2)
+cleanup workers of the watch, so the next step (the next workload that ended or started) never
+waits for them. They are few on purpose: they share the interpreter with the steps, and with
+eight of them a burst of endings kept each reply PostgreSQL sent a step waiting its turn
+(under load a step's state changes took 22 s at p50 with eight, 15 s with two, in
+``bench/admission_bench.py``).
 """
 
 from __future__ import annotations
@@ -142,7 +145,7 @@ class ClusterWatch:
         """Hand the ended workloads to the cleanup workers (started on first use)."""
         if self._cleaners is None:
             self._cleaners = ThreadPoolExecutor(
-                max_workers=settings.ORCHESTRATION_RECONCILE_CONCURRENCY,
+                max_workers=settings.ORCHESTRATION_WATCH_CLEANUP_CONCURRENCY,
                 thread_name_prefix="watch-cleanup",
             )
         for workload_id in workload_ids:

@@ -334,6 +334,12 @@ ORCHESTRATION_RECONCILE_SECONDS = env_int("ORCHESTRATION_RECONCILE_SECONDS", 15,
 ORCHESTRATION_DRIFT_REPAIR_SECONDS = env_int("ORCHESTRATION_DRIFT_REPAIR_SECONDS", 120, minimum=5)
 # Workloads a reconcile pass brings up at once (each creates its objects through the API).
 ORCHESTRATION_RECONCILE_CONCURRENCY = env_int("ORCHESTRATION_RECONCILE_CONCURRENCY", 8, minimum=1)
+# Ended workloads the watch process cleans up at once (archives their logs, deletes their
+# objects). Few: those threads share the process with the watch's state changes, and each one
+# busy in Python delays them (every reply from PostgreSQL waits for the interpreter).
+ORCHESTRATION_WATCH_CLEANUP_CONCURRENCY = env_int(
+    "ORCHESTRATION_WATCH_CLEANUP_CONCURRENCY", 2, minimum=1
+)
 # With ORCHESTRATION_WATCH on, the `watch_clusters` process follows pods, Jobs and GPU nodes
 # through watch streams and the periodic lists become a slow safety net (their defaults grow).
 ORCHESTRATION_WATCH = env_bool("ORCHESTRATION_WATCH", False)
