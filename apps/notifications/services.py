@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -28,6 +29,105 @@ _CLAIMED_TOO_LONG = timedelta(minutes=15)
 
 def _clip(value: str, limit: int) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One notice for one user, as :func:`notify_many` takes them."""
+
+    event: str
+    user: User
+    title: str
+    body: str
+    key: str
+    link: str = ""
+    team: Team | None = None
+
+
+def notify_many(notifications: Sequence[Notification]) -> int:
+    """:func:`notify` for each (one user each), in a few statements for all of them: who was
+    told already, the preferences, the notices and their deliveries. Returns how many notices
+    were new. If another caller tells one of them meanwhile, they are told one by one instead,
+    as :func:`notify` does (a (user, key) told before is skipped)."""
+    todo: dict[tuple[int, str], Notification] = {}
+    for n in notifications:
+        core.NoticeEvent(n.event)
+        if not n.key or len(n.key) > core.KEY_MAX_LENGTH:
+            raise ValueError(f"A notice key has 1 to {core.KEY_MAX_LENGTH} characters.")
+        if n.user.pk is not None and n.user.is_active:
+            todo.setdefault((n.user.pk, n.key), n)
+    if not todo:
+        return 0
+    told = set(
+        Notice.objects.filter(
+            user_id__in={pk for pk, _ in todo}, key__in={key for _, key in todo}
+        ).values_list("user_id", "key")
+    )
+    todo = {k: n for k, n in todo.items() if k not in told}
+    prefs = selectors.preferences_of_many({n.user.pk: n.user for n in todo.values()}.values())
+    notices: list[Notice] = []
+    targets: list[list[tuple[core.Channel, str]]] = []
+    for (pk, _), n in todo.items():
+        channels = _channels(prefs[pk], core.NoticeEvent(n.event))
+        notices.append(_notice(n, in_portal=core.Channel.PORTAL in channels))
+        targets.append(_targets(prefs[pk], channels))
+    try:
+        with transaction.atomic():
+            Notice.objects.bulk_create(notices)
+            deliveries = [
+                Delivery(notice=notice, channel=channel.value, target=target)
+                for notice, chosen in zip(notices, targets, strict=True)
+                for channel, target in chosen
+            ]
+            Delivery.objects.bulk_create(deliveries)
+    except IntegrityError:  # told meanwhile by another caller: one by one, as notify does
+        return sum(
+            notify(
+                event=n.event,
+                users=[n.user],
+                title=n.title,
+                body=n.body,
+                key=n.key,
+                link=n.link,
+                team=n.team,
+            )
+            for n in todo.values()
+        )
+    for delivery in deliveries:
+        taskqueue.NOTICE_DELIVER.on_commit(delivery.pk)
+    return len(notices)
+
+
+def _channels(pref: core.Preferences, kind: core.NoticeEvent) -> set[core.Channel]:
+    channels = set(core.channels_for(pref, kind))
+    if not settings.NOTIFY_EMAIL_ENABLED:
+        channels -= {core.Channel.EMAIL}
+    return channels
+
+
+def _targets(pref: core.Preferences, channels: set[core.Channel]) -> list[tuple[core.Channel, str]]:
+    """The deliveries a notice gets besides the portal: (channel, address) for each chosen."""
+    return [
+        (channel, target)
+        for channel, target in (
+            (core.Channel.EMAIL, pref.email_address),
+            (core.Channel.WEBHOOK, pref.webhook_url),
+        )
+        if channel in channels
+    ]
+
+
+def _notice(n: Notification, *, in_portal: bool) -> Notice:
+    return Notice(
+        user_id=n.user.pk,
+        team=n.team,
+        event=core.NoticeEvent(n.event).value,
+        title=_clip(n.title, core.TITLE_MAX_LENGTH),
+        body=_clip(n.body, core.BODY_MAX_LENGTH),
+        link=_clip(n.link, core.LINK_MAX_LENGTH),
+        key=n.key,
+        in_portal=in_portal,
+    )
 
 
 def notify(
@@ -53,30 +153,17 @@ def notify(
     prefs = selectors.preferences_of_many(u for pk, u in people.items() if pk not in told)
     created = 0
     for pk, pref in prefs.items():
-        channels = core.channels_for(pref, kind)
-        if not settings.NOTIFY_EMAIL_ENABLED:
-            channels -= {core.Channel.EMAIL}
+        channels = _channels(pref, kind)
+        spec = Notification(kind.value, people[pk], title, body, key, link, team)
         try:
             # A savepoint each: the unique (user, key) turns a racing second caller into a
             # no-op for that user without undoing the others or the caller's transaction.
             with transaction.atomic():
-                notice = Notice.objects.create(
-                    user_id=pk,
-                    team=team,
-                    event=kind.value,
-                    title=_clip(title, core.TITLE_MAX_LENGTH),
-                    body=_clip(body, core.BODY_MAX_LENGTH),
-                    link=_clip(link, core.LINK_MAX_LENGTH),
-                    key=key,
-                    in_portal=core.Channel.PORTAL in channels,
-                )
+                notice = _notice(spec, in_portal=core.Channel.PORTAL in channels)
+                notice.save(force_insert=True)
                 deliveries = [
                     Delivery(notice=notice, channel=channel.value, target=target)
-                    for channel, target in (
-                        (core.Channel.EMAIL, pref.email_address),
-                        (core.Channel.WEBHOOK, pref.webhook_url),
-                    )
-                    if channel in channels
+                    for channel, target in _targets(pref, channels)
                 ]
                 Delivery.objects.bulk_create(deliveries)
         except IntegrityError:

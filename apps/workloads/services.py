@@ -1,12 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from secrets import randbelow
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -22,7 +23,7 @@ from apps.credentials.models import EndpointKey
 from apps.credentials.selectors import endpoint_key_matches
 from apps.credentials.services import CreatedKey
 from apps.notifications.core import NoticeEvent
-from apps.notifications.services import notify
+from apps.notifications.services import Notification, notify_many
 from apps.workloads import core, rules
 from apps.workloads.models import RequestTemplate, Workload, WorkloadEvent
 from apps.workloads.selectors import (
@@ -305,9 +306,18 @@ def _notify_owner(
     """Tell the owner about a change they did not make themselves (one notice per event row,
     so a workload admitted twice, after a preemption, is told about twice). ``changes`` are
     the columns the transition is writing (the row in hand still holds the old values)."""
+    notice = _owner_notice(workload=workload, event=event, actor=actor, changes=changes)
+    if notice is not None:
+        notify_many([notice])
+
+
+def _owner_notice(
+    *, workload: Workload, event: WorkloadEvent, actor: User | None, changes: dict[str, Any]
+) -> Notification | None:
+    """The notice :func:`_notify_owner` sends, or None when the owner is not told."""
     told = _NOTICES.get(event.to_state)
     if told is None or (actor is not None and actor.pk == workload.owner_id):
-        return
+        return None
     kind, title = told
     state = Workload.State(event.to_state).label
     reason = event.reason.strip()
@@ -320,9 +330,9 @@ def _notify_owner(
     started, finished = changes.get("started_at", workload.started_at), changes.get("finished_at")
     if started and finished:
         lines.append(f"Ran for {core.describe_duration(finished - started)}.")
-    notify(
+    return Notification(
         event=kind,
-        users=[workload.owner],
+        user=workload.owner,
         title=title.format(name=f"{workload.get_kind_display()} {workload.name}"),
         body="\n".join(line for line in lines if line),
         key=f"workload-event-{event.pk}",
@@ -347,12 +357,7 @@ def workload_transition(
     """
     current = expected_from or workload.state
     core.check_transition(current, to_state)
-    now = timezone.now()
-    changes: dict[str, Any] = {"state": to_state, "last_reason": reason[:500], "updated_at": now}
-    stamp = core.state_timestamp_field(to_state)
-    if stamp and getattr(workload, stamp) is None:
-        changes[stamp] = now
-    changes.update(extra or {})
+    changes = _transition_changes(workload, to_state, reason, extra, timezone.now())
     with transaction.atomic():
         if workload.sweep_id is not None:
             # A trial locks its sweep before itself, as sweep_state_refresh and the sweep's
@@ -373,6 +378,111 @@ def workload_transition(
     for field, value in changes.items():
         setattr(workload, field, value)
     return True
+
+
+def _transition_changes(
+    workload: Workload, to_state: str, reason: str, extra: dict[str, Any] | None, now: datetime
+) -> dict[str, Any]:
+    """The columns a transition writes: the state, its reason and time, and ``extra``."""
+    changes: dict[str, Any] = {"state": to_state, "last_reason": reason[:500], "updated_at": now}
+    stamp = core.state_timestamp_field(to_state)
+    if stamp and getattr(workload, stamp) is None:
+        changes[stamp] = now
+    changes.update(extra or {})
+    return changes
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One change for :func:`workloads_transition`: the arguments of
+    :func:`workload_transition`."""
+
+    workload: Workload
+    to_state: str
+    reason: str
+    expected_from: str | None = None
+    extra: dict[str, Any] | None = None
+    actor: User | None = None
+
+
+def workloads_transition(transitions: Sequence[Transition]) -> list[bool]:
+    """:func:`workload_transition` for each, in one transaction and a few statements beyond
+    one conditional update per workload: the events in one insert, the owners' notices in
+    :func:`notify_many`. Returns, for each, whether it was applied (False: it lost a race).
+
+    A transition that is not allowed raises TransitionError before anything is written.
+    A sweep's trials go one by one through :func:`workload_transition` (they lock their sweep
+    first and refresh its state). The caller's rows are updated like the single call's."""
+    for t in transitions:
+        core.check_transition(t.expected_from or t.workload.state, t.to_state)
+    try:
+        return _transition_together(transitions)
+    except OperationalError:
+        # Deadlocked with another writer holding some of these rows (a scheduling cycle
+        # preempting one of them, say): PostgreSQL rolled this one back; one by one instead.
+        return [
+            workload_transition(
+                workload=t.workload,
+                to_state=t.to_state,
+                reason=t.reason,
+                actor=t.actor,
+                expected_from=t.expected_from,
+                extra=t.extra,
+            )
+            for t in transitions
+        ]
+
+
+def _transition_together(transitions: Sequence[Transition]) -> list[bool]:
+    now = timezone.now()
+    applied = [False] * len(transitions)
+    # Rows are locked in id order, so that two callers with overlapping batches wait for each
+    # other instead of deadlocking.
+    order = sorted(range(len(transitions)), key=lambda i: transitions[i].workload.pk)
+    with transaction.atomic():
+        claimed: list[tuple[int, Transition, str, dict[str, Any]]] = []
+        for i in order:
+            t = transitions[i]
+            if t.workload.sweep_id is not None:
+                applied[i] = workload_transition(
+                    workload=t.workload,
+                    to_state=t.to_state,
+                    reason=t.reason,
+                    actor=t.actor,
+                    expected_from=t.expected_from,
+                    extra=t.extra,
+                )
+                continue
+            current = t.expected_from or t.workload.state
+            changes = _transition_changes(t.workload, t.to_state, t.reason, t.extra, now)
+            if Workload.objects.filter(pk=t.workload.pk, state=current).update(**changes) == 1:
+                claimed.append((i, t, current, changes))
+        events = WorkloadEvent.objects.bulk_create(
+            WorkloadEvent(
+                workload=t.workload,
+                from_state=current,
+                to_state=t.to_state,
+                reason=t.reason,
+                actor=t.actor,
+            )
+            for _, t, current, _ in claimed
+        )
+        notices = [
+            notice
+            for (_, t, _, changes), event in zip(claimed, events, strict=True)
+            if (
+                notice := _owner_notice(
+                    workload=t.workload, event=event, actor=t.actor, changes=changes
+                )
+            )
+            is not None
+        ]
+        notify_many(notices)
+    for i, t, _, changes in claimed:
+        applied[i] = True
+        for field, value in changes.items():
+            setattr(t.workload, field, value)
+    return applied
 
 
 def workloads_queue(*, workloads: Iterable[Workload], reason: str) -> list[int]:
