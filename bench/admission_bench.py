@@ -124,6 +124,7 @@ class Run:
     run_seconds: int = 0
     loops: dict[str, list[float]] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)  # CPU seconds per part (cpu_seconds)
+    requests: Counter[str] = field(default_factory=Counter)  # API server requests per verb
 
     def report(self) -> dict[str, Any]:
         first = min(self.submitted.values()) if self.submitted else 0.0
@@ -823,6 +824,28 @@ def cpu_seconds() -> dict[str, float]:
     return dict(totals)
 
 
+def apiserver_requests(kubeconfig: Path) -> Counter[str]:
+    """Requests the API server has answered so far, per verb (its own /metrics)."""
+    from kubernetes import config as k8s_config
+
+    api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        response = api.call_api(
+            "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False
+        )[0]
+        text = response.data.decode()
+    finally:
+        api.close()
+    per_verb: Counter[str] = Counter()
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        verb = labels.split('verb="', 1)[1].split('"', 1)[0] if 'verb="' in labels else "?"
+        per_verb[verb] += int(float(value))
+    return per_verb
+
+
 def with_cluster(nodes: int, fn: Callable[[Any, Path], Run]) -> Run:
     from deploy.devtools import kubesim as ks
 
@@ -837,6 +860,10 @@ def with_cluster(nodes: int, fn: Callable[[Any, Path], Run]) -> Run:
             # At the last Job running (``wait_done``): while Kueue's manager still runs.
             after = run.cpu or cpu_seconds()
             run.cpu = {k: v - before.get(k, 0.0) for k, v in after.items() if k != "other"}
+            try:
+                run.requests = apiserver_requests(cluster.kubeconfig)
+            except Exception as exc:  # a figure less, not a failed run
+                run.notes.append(f"apiserver metrics: {exc}")
             return run
         finally:
             cluster.stop()
@@ -902,6 +929,14 @@ def main() -> int:
             print(
                 f"{system} CPU seconds: "
                 + ", ".join(f"{k} {v:.0f}" for k, v in sorted(runs[-1].cpu.items())),
+                flush=True,
+            )
+            requests = runs[-1].requests
+            print(
+                f"{system} API server requests: {sum(requests.values())}"
+                f" ({sum(requests.values()) / max(1, len(runs[-1].submitted)):.1f} per Job; "
+                + ", ".join(f"{verb} {n}" for verb, n in requests.most_common())
+                + ")",
                 flush=True,
             )
 

@@ -13,7 +13,9 @@ cleanup workers of the watch, so the next step (the next workload that ended or 
 waits for them. They are few on purpose: they share the interpreter with the steps, and with
 eight of them a burst of endings kept each reply PostgreSQL sent a step waiting its turn
 (under load a step's state changes took 22 s at p50 with eight, 15 s with two, in
-``bench/admission_bench.py``).
+``bench/admission_bench.py``). When endings come faster than two workers clean up, the
+periodic reconcile pass (Celery, ``ORCHESTRATION_RECONCILE_SECONDS``) deletes the objects of
+the ended workloads as well; each cleanup is idempotent, so the two never conflict.
 """
 
 from __future__ import annotations
@@ -131,7 +133,11 @@ class ClusterWatch:
         for thread in self._threads:
             thread.join(timeout)  # a watch blocked on a quiet stream ends with the process
         if self._cleaners is not None:
-            self._cleaners.shutdown(wait=True)  # cleanups under way finish; none is cut off
+            # Cleanups under way finish (none is cut off); those still waiting are dropped, and
+            # the reconcile pass deletes what they would have (it cleans every ended workload
+            # that still records objects). After a burst, thousands may wait: a stopping watch
+            # must not spend minutes on them.
+            self._cleaners.shutdown(wait=True, cancel_futures=True)
             self._cleaners = None
 
     def wait_cleaned(self, timeout: float = 60.0) -> bool:
