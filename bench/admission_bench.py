@@ -5,11 +5,12 @@ Each system in turn gets a fresh kubesim (``--nodes`` H100 nodes of 8 GPUs) and 
 classes; each pod runs ``--run-seconds``), submitted by 8 client threads as fast as the
 system takes them:
 
-* gpupaas: ``workload_submit`` (the request rules, PostgreSQL), the scheduling cycle run
-  back to back (as a busy worker runs one for all submits that arrived meanwhile), the
-  hand-off of each admitted workload to 8 reconcile workers (``workload_reconcile``, as the
-  Celery workers do), the watch loop (``ClusterWatch``) turning pod and Job changes into
-  states, which frees quota for the next cycle;
+* gpupaas, one process per part as deployed: web workers calling ``workload_submit`` (the
+  request rules, PostgreSQL), a scheduling worker running the cycle back to back (as a busy
+  worker runs one for all submits that arrived meanwhile), a reconcile worker whose 8
+  threads run ``workload_reconcile`` for each admitted workload (as the Celery workers do),
+  the watch (``ClusterWatch``) turning pod and Job changes into states, which frees quota
+  for the next cycle;
 * Kueue v0.17.0 (built with ``go install``, cached under ~/.cache/gpupaas/kueue): its CRDs,
   a ResourceFlavor for the H100 nodes, a ClusterQueue per team (nominal quota = the team's
   guarantee, borrowing limit = limit − guarantee, one cohort), a LocalQueue per team
@@ -22,6 +23,7 @@ is full (GPUs of running pods per team and class when the last Job has been subm
 
 Run: .venv/bin/python bench/admission_bench.py [--jobs 15000] [--teams 30] [--nodes 64]
                                                [--run-seconds 30] [--only gpupaas|kueue]
+                                               [--web-processes 2]
 """
 
 from __future__ import annotations
