@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -123,7 +124,11 @@ def test_a_worker_killed_mid_pass_leaves_one_object_per_workload(
 
     with override_settings(ORCHESTRATION_RECONCILE_CONCURRENCY=8):
         result = services.reconcile_pass(cluster=cluster)
-    assert not result.errors and not result.unreachable
+    # The cluster is shared with the process's other tests: the pass also sees their objects as
+    # orphans of this database, and may not be allowed to delete them (as the chart's
+    # ServiceAccount, in a namespace it has no binding in). Only this team's objects count.
+    others = re.compile(r"^[A-Za-z]+ (?!" + re.escape(team.namespace) + r"/)[a-z0-9-]+/[^ :]+: ")
+    assert not [e for e in result.errors if not others.match(e)] and not result.unreachable
     assert jobs_per_workload(kube_api_client, team.namespace) == Counter({str(pk): 1 for pk in ids})
     for workload in Workload.objects.filter(pk__in=ids):
         assert workload.state == wl.STARTING
