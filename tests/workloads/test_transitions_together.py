@@ -1,5 +1,5 @@
-"""``workloads_transition``: many state changes in one transaction (the watch's step after a
-admissions of a scheduling cycle) write exactly what ``workload_transition`` one by one
+"""``workloads_transition``: many state changes in one transaction (the admissions of a
+scheduling cycle) write exactly what ``workload_transition`` one by one
 writes — rows, events, the owners' notices — in one update per workload plus a few statements."""
 
 from __future__ import annotations
