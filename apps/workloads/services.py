@@ -404,6 +404,17 @@ class Transition:
     extra: dict[str, Any] | None = None
     actor: User | None = None
 
+    def apply_alone(self) -> bool:
+        """This change on its own, through :func:`workload_transition`."""
+        return workload_transition(
+            workload=self.workload,
+            to_state=self.to_state,
+            reason=self.reason,
+            actor=self.actor,
+            expected_from=self.expected_from,
+            extra=self.extra,
+        )
+
 
 def workloads_transition(transitions: Sequence[Transition]) -> list[bool]:
     """:func:`workload_transition` for each, in one transaction and a few statements beyond
@@ -418,19 +429,9 @@ def workloads_transition(transitions: Sequence[Transition]) -> list[bool]:
     try:
         return _transition_together(transitions)
     except OperationalError:
-        # Deadlocked with another writer holding some of these rows (a scheduling cycle
-        # preempting one of them, say): PostgreSQL rolled this one back; one by one instead.
-        return [
-            workload_transition(
-                workload=t.workload,
-                to_state=t.to_state,
-                reason=t.reason,
-                actor=t.actor,
-                expected_from=t.expected_from,
-                extra=t.extra,
-            )
-            for t in transitions
-        ]
+        # Deadlocked with another writer holding some of these rows (a user's cancel and a
+        # sweep's refresh, say): PostgreSQL rolled the batch back; one by one instead.
+        return [t.apply_alone() for t in transitions]
 
 
 def _transition_together(transitions: Sequence[Transition]) -> list[bool]:
@@ -444,14 +445,7 @@ def _transition_together(transitions: Sequence[Transition]) -> list[bool]:
         for i in order:
             t = transitions[i]
             if t.workload.sweep_id is not None:
-                applied[i] = workload_transition(
-                    workload=t.workload,
-                    to_state=t.to_state,
-                    reason=t.reason,
-                    actor=t.actor,
-                    expected_from=t.expected_from,
-                    extra=t.extra,
-                )
+                applied[i] = t.apply_alone()
                 continue
             current = t.expected_from or t.workload.state
             changes = _transition_changes(t.workload, t.to_state, t.reason, t.extra, now)
