@@ -195,6 +195,7 @@ def main() -> int:
     from apps.scheduling.services import scheduling_cycle_run
     from apps.workloads import core as wl
     from apps.workloads.models import Workload
+    from apps.workloads.request import WorkloadRequest
     from apps.workloads.services import workload_submit
     from deploy.devtools import kubesim as ks
     from tests.factories import (
@@ -356,14 +357,16 @@ def main() -> int:
                     w = workload_submit(
                         actor=owner,
                         team=team,
-                        kind=kind,
-                        name=f"bench-{i}",
                         gpu_class=classes[mode],
                         image=image,
-                        gpu_milli=milli,
-                        command=["python", "train.py"],
-                        grid={"lr": ["0.1", "0.01"]} if kind == wl.KIND_SWEEP else None,
-                        params={"pod_annotations": pod_annotations},
+                        request=WorkloadRequest.of(
+                            kind=kind,
+                            name=f"bench-{i}",
+                            gpu_milli=milli,
+                            command=["python", "train.py"],
+                            grid={"lr": ["0.1", "0.01"]} if kind == wl.KIND_SWEEP else None,
+                            params={"pod_annotations": pod_annotations},
+                        ),
                     )
                     ours.ids.append(w.pk)
                     ours.submitted_at[w.pk] = t0

@@ -45,12 +45,24 @@ sys.path.insert(0, str(ROOT))
 
 from apps.scheduling.data import GpuClassSpec, NodeSpec  # noqa: E402
 from apps.scheduling.fragmentation import FragModel, typical_from_requests  # noqa: E402
-from apps.scheduling.placement import GpuPool  # noqa: E402
+from apps.scheduling.placement import GpuPool, PoolChooser, bound_shares  # noqa: E402
 from apps.scheduling.units import Demand  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "alibaba-gpu-v2023"
 INFLATION = 1.3
-POLICIES = ("ours (FGD)", "best-fit", "first-fit", "random")
+DEFAULT_PODS = "openb_pod_list_default.csv"
+VARIANTS = (
+    "default",
+    "gpuspec",
+    "demand",
+    "both",
+    "skewed",
+    "skewed-demand",
+    "shared",
+    "shared-gpuspec",
+    "shared-skewed",
+)
+POLICIES = ("ours (FGD)", "ours (no reserve)", "best-fit", "first-fit", "random")
 PUBLISHED = {  # FGD paper, same trace and method: (at 100% arrived, at the end)
     "ours (FGD)": ("FGD", 95.2, 95.4),
     "best-fit": ("best-fit", 92.9, 93.1),
@@ -78,6 +90,12 @@ class Variant:
     name: str
     gpuspec_share: float = 0.0
     demand_multiple: float | None = None
+    # How a constrained pod's model is drawn: "capacity" (weighted by the models' GPUs) or
+    # "uniform" (every fitting model alike: constrained demand out of proportion to capacity,
+    # so the small models are scarce, as a trace's own gpu_spec column may make them).
+    draw: str = "capacity"
+    shared: bool = False  # every GPU pod a sharing one (the family's gpushare100 trace)
+    pods: str = DEFAULT_PODS  # the pod list, in the data folder
 
 
 @dataclass(frozen=True)
@@ -103,7 +121,7 @@ def parse_spec(value: str) -> frozenset[str] | None:
     return models or None
 
 
-def load(data: Path) -> tuple[list[NodeSpec], list[Pod]]:
+def load(data: Path, pod_list: str = DEFAULT_PODS) -> tuple[list[NodeSpec], list[Pod]]:
     with (data / "openb_node_list_gpu_node.csv").open() as f:
         nodes = [
             NodeSpec(
@@ -116,7 +134,7 @@ def load(data: Path) -> tuple[list[NodeSpec], list[Pod]]:
             )
             for row in csv.DictReader(f)
         ]
-    with (data / "openb_pod_list_default.csv").open() as f:
+    with (data / pod_list).open() as f:
         pods = [
             Pod(
                 int(row["cpu_milli"]),
@@ -130,11 +148,26 @@ def load(data: Path) -> tuple[list[NodeSpec], list[Pod]]:
     return nodes, pods
 
 
+def all_shared(pods: list[Pod], seed: int) -> list[Pod]:
+    """The trace family's all-shared list (gpushare100): as many pods, each GPU pod replaced
+    by one drawn with the seed from the trace's GPU-sharing pods (one GPU, under 1000 milli);
+    CPU-only pods kept."""
+    rng = random.Random(seed * 15485863 + 5)  # noqa: S311 - reproducible
+    sharing = [p for p in pods if p.num_gpu == 1 and p.gpu_milli < 1000]
+    return [rng.choice(sharing) if p.num_gpu else p for p in pods]
+
+
 def constrain(
-    pods: list[Pod], nodes: list[NodeSpec], models: dict[str, str], share: float, seed: int
+    pods: list[Pod],
+    nodes: list[NodeSpec],
+    models: dict[str, str],
+    share: float,
+    seed: int,
+    draw: str = "capacity",
 ) -> list[Pod]:
     """Give ``share`` of the GPU pods without a gpu_spec one model, drawn from the nodes' GPU
-    distribution among the models that have a node with enough GPUs for the pod."""
+    distribution (``draw="uniform"``: every model alike) among the models that have a node
+    with enough GPUs for the pod."""
     rng = random.Random(seed * 104729 + 3)  # noqa: S311 - reproducible
     gpus_of: dict[str, int] = {}
     largest: dict[str, int] = {}
@@ -146,7 +179,8 @@ def constrain(
     for pod in pods:
         if pod.num_gpu and pod.models is None and rng.random() < share:
             fitting = [m for m in sorted(gpus_of) if largest[m] >= pod.num_gpu]
-            model = rng.choices(fitting, [gpus_of[m] for m in fitting])[0]
+            weights = [gpus_of[m] if draw == "capacity" else 1 for m in fitting]
+            model = rng.choices(fitting, weights)[0]
             pod = Pod(pod.cpu, pod.mem, pod.num_gpu, pod.gpu_milli, frozenset({model}))
         out.append(pod)
     return out
@@ -246,26 +280,40 @@ class Baseline:
 
 class Ours:
     """Our placement: the scheduler's GPU pool with fragmentation-aware scoring, one pool per
-    GPU model (as the platform has a pool per GPU class); a pod free to use any model takes
-    the best choice over the pools, one bound to models only looks at theirs."""
+    GPU model (as the platform has a pool per GPU class), and across pools the
+    ``PoolChooser``: a pod bound to models only looks at theirs, one free to use any model
+    takes the best choice over the pools that have room beside what the bound pods are
+    expected to need (their share of the trace's own pods, as the fragment model's typical
+    requests are), and reserved room only when nothing else fits."""
 
-    def __init__(self, nodes: list[NodeSpec], pods: list[Pod], models: dict[str, str]) -> None:
+    def __init__(
+        self,
+        nodes: list[NodeSpec],
+        pods: list[Pod],
+        models: dict[str, str],
+        *,
+        reserve: bool = True,
+    ) -> None:
         # The trace's GPUs share by milli-GPU with no vGPU count limit: HAMi without a split.
         gpu_class = GpuClassSpec(name="openb", sharing_mode="hami", memory_mib=16384)
         typical = typical_from_requests((min(p.gpu_milli, 1000), p.num_gpu, p.cpu) for p in pods)
         frag = FragModel(typical, 1000)
-        self.order = {n.name: i for i, n in enumerate(nodes)}
         by_model: dict[str, list[NodeSpec]] = {}
         for node in nodes:
             by_model.setdefault(models[node.name], []).append(node)
-        self.pools = {m: GpuPool(gpu_class, "openb", ns, frag) for m, ns in by_model.items()}
+        pools = {m: GpuPool(gpu_class, "openb", ns, frag) for m, ns in by_model.items()}
         # The best-fit part of the score normalised over the whole cluster, so that choices
         # of different pools compare (each pool would otherwise normalise by its own nodes).
         cpu_norm = 0.5 / max(n.cpu_milli for n in nodes)
         units_norm = 0.5 / (1000 * max(n.gpu_count for n in nodes))
-        for pool in self.pools.values():
+        for pool in pools.values():
             pool._cpu_norm = cpu_norm  # the cross-pool comparison
             pool._units_norm = units_norm
+        capacity = {m: p.capacity_milli() for m, p in pools.items()}
+        shares = bound_shares(((p.models, p.gpu_total) for p in pods), capacity) if reserve else {}
+        # Ties to the node's place in the file, as one pool has.
+        order = {n.name: i for i, n in enumerate(nodes)}
+        self.chooser = PoolChooser(pools, shares, order=order)
 
     def place(self, pod: Pod) -> bool:
         if pod.num_gpu == 0:
@@ -274,37 +322,25 @@ class Ours:
             demand = Demand(pod.gpu_milli, 1, pod.cpu, pod.mem)
         else:
             demand = Demand(1000, pod.num_gpu, pod.cpu, pod.mem)
-        best = None
-        for model, pool in self.pools.items():
-            if pod.models is not None and model not in pod.models:
-                continue
-            choice = pool.find(demand)
-            if choice is None:
-                continue
-            # squashed growth, best fit, then the node's place in the file (as one pool has)
-            key = (choice[0][0], choice[0][1], self.order[pool.choice_node(choice)])
-            if best is None or key < best[0]:
-                best = (key, pool, choice)
-        if best is None:
-            return False
-        best[1].commit(best[2], demand)
-        return True
+        return self.chooser.place(demand, pod.gpu_total, pod.models) is not None
 
 
 DEFAULT_VARIANT = Variant("default")
 
 
 def run(data: Path, policy: str, seed: int, variant: Variant = DEFAULT_VARIANT) -> RunResult:
-    nodes, pods = load(data)
+    nodes, pods = load(data, variant.pods)
     models = models_of(data)
     capacity = 1000 * sum(n.gpu_count for n in nodes)
+    if variant.shared:
+        pods = all_shared(pods, seed)
     if variant.gpuspec_share:
-        pods = constrain(pods, nodes, models, variant.gpuspec_share, seed)
+        pods = constrain(pods, nodes, models, variant.gpuspec_share, seed, variant.draw)
     arrivals = workload(pods, seed, capacity, variant.demand_multiple)
     started = time.perf_counter()
     placer: Ours | Baseline = (
-        Ours(nodes, pods, models)
-        if policy == "ours (FGD)"
+        Ours(nodes, pods, models, reserve=policy == "ours (FGD)")
+        if policy.startswith("ours")
         else Baseline(nodes, policy, seed, models)
     )
     arrived = allocated = dropped = 0
@@ -342,7 +378,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--policies", default=",".join(POLICIES))
-    parser.add_argument("--variants", default="default,gpuspec,demand,both")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument(
+        "--pods", default="", help="more pod lists in DIR (comma-separated), e.g. a gpuspec one"
+    )
     parser.add_argument("--gpuspec-share", type=float, default=0.33)
     parser.add_argument("--demand-multiple", type=float, default=1.3)
     args = parser.parse_args(argv)
@@ -359,7 +398,43 @@ def main(argv: list[str] | None = None) -> int:
             gpuspec_share=share,
             demand_multiple=multiple,
         ),
+        "skewed": Variant(
+            f"gpuspec {share:.0%} uniform over models", gpuspec_share=share, draw="uniform"
+        ),
+        "skewed-demand": Variant(
+            f"gpuspec {share:.0%} uniform over models + demand x{multiple:g}",
+            gpuspec_share=share,
+            draw="uniform",
+            demand_multiple=multiple,
+        ),
+        "shared": Variant(
+            f"all-shared + demand x{multiple:g}", shared=True, demand_multiple=multiple
+        ),
+        "shared-gpuspec": Variant(
+            f"all-shared + gpuspec {share:.0%} + demand x{multiple:g}",
+            shared=True,
+            gpuspec_share=share,
+            demand_multiple=multiple,
+        ),
+        "shared-skewed": Variant(
+            f"all-shared + gpuspec {share:.0%} uniform + demand x{multiple:g}",
+            shared=True,
+            gpuspec_share=share,
+            draw="uniform",
+            demand_multiple=multiple,
+        ),
     }
+    # A pod list of the trace family with its own gpu_spec column (or any other list), in the
+    # data folder: run as it is and inflated by demand.
+    for extra in filter(None, args.pods.split(",")):
+        if (args.data / extra).exists():
+            known[extra] = Variant(extra, pods=extra)
+            known[f"{extra}+demand"] = Variant(
+                f"{extra} + demand x{multiple:g}", pods=extra, demand_multiple=multiple
+            )
+            args.variants += f",{extra},{extra}+demand"
+        else:
+            print(f"{extra}: not in {args.data}, left out")
     variants = [known[v] for v in args.variants.split(",") if v in known]
     policies = [p for p in POLICIES if p in args.policies.split(",")]
     jobs = [
@@ -380,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     for variant in variants:
         print(f"\nvariant: {variant.name}")
         header = (
-            f"{'policy':<12} {'alloc@100%':>10} {'alloc@end':>10} {'unalloc GPUs':>12} "
+            f"{'policy':<16} {'alloc@100%':>10} {'alloc@end':>10} {'unalloc GPUs':>12} "
             f"{'dropped':>8} {'s/run':>6}   published (@100% / @end)"
         )
         print(header)
@@ -393,17 +468,21 @@ def main(argv: list[str] | None = None) -> int:
             published = PUBLISHED.get(policy) if variant.name == "default" else None
             ref = f"{published[0]}: {published[1]}% / {published[2]}%" if published else "-"
             print(
-                f"{policy:<12} {full:>9.2f}% {end:>9.2f}% "
+                f"{policy:<16} {full:>9.2f}% {end:>9.2f}% "
                 f"{_mean([r.unallocated_gpus for r in rows]):>12.1f} "
                 f"{_mean([float(r.dropped) for r in rows]):>8.0f} "
                 f"{_mean([r.seconds for r in rows]):>6.2f}   {ref}"
             )
         if "ours (FGD)" in means:
-            ours = means["ours (FGD)"][1]
+            ours_full, ours_end = means["ours (FGD)"]
             for policy in policies:
                 if policy != "ours (FGD)":
-                    ahead = "ahead" if ours > means[policy][1] else "NOT ahead"
-                    print(f"ours ÷ {policy} at the end: {ours / means[policy][1]:.3f} ({ahead})")
+                    full, end = means[policy]
+                    ahead = "ahead" if ours_full > full and ours_end > end else "NOT ahead"
+                    print(
+                        f"ours ÷ {policy}: {ours_full / full:.3f} at 100% arrived, "
+                        f"{ours_end / end:.3f} at the end ({ahead})"
+                    )
     print(f"wall time {wall:.1f} s with {args.jobs} process(es)")
     return 0
 

@@ -84,7 +84,7 @@ def seed(kubeconfig: Path) -> tuple[str, int]:
     from apps.accounts.models import Membership, Team, User
     from apps.accounts.services import api_token_create
     from apps.catalog.models import Cluster, GpuClass, Image
-    from apps.orchestration import reads, services
+    from apps.orchestration import cluster_reads, services
     from apps.quotas.models import TeamQuota
     from apps.workloads import core as wl
     from apps.workloads.models import Workload
@@ -124,7 +124,7 @@ def seed(kubeconfig: Path) -> tuple[str, int]:
     services.workload_reconcile(workload_id=running.pk)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        pods = reads.workload_pods(running)
+        pods = cluster_reads.workload_pods(running)
         if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
             break
         time.sleep(0.5)

@@ -67,17 +67,30 @@ ensure_postgres() {
     as_root su postgres -c "createdb -O gpupaas gpupaas"
 }
 
-# ensure_redis PORT DIR — a redis-server on 127.0.0.1:PORT (started if not answering).
+# ensure_redis PORT DIR — a redis-server on 127.0.0.1:PORT (started if not answering). Sets
+# REDIS_STARTED=1 when this call started it (stop_redis stops it again), 0 when one answered.
+REDIS_STARTED=0
 ensure_redis() {
   local port="$1" dir="$2"
   apt_install redis-server
-  if redis-cli -p "$port" ping >/dev/null 2>&1; then return 0; fi
+  if redis-cli -p "$port" ping >/dev/null 2>&1; then REDIS_STARTED=0; return 0; fi
   mkdir -p "$dir"
   log "starting Redis on 127.0.0.1:$port"
   redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --save "" --appendonly no
+  REDIS_STARTED=1
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
   log "Redis did not start; see $dir/redis.log"; return 1
+}
+
+# stop_redis PORT — stops the redis-server that ensure_redis started (one that was already
+# answering belongs to someone else and keeps running).
+stop_redis() {
+  local port="$1"
+  if [ "$REDIS_STARTED" = 1 ]; then
+    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+    REDIS_STARTED=0
+  fi
 }
 
 # ensure_node_deps — npm packages of the OpenID provider used in development and tests.
@@ -94,4 +107,11 @@ ensure_node_deps() {
 ensure_helm() {
   log "building (or reusing) helm"
   "$PY" -m deploy.devtools.helm build >/dev/null
+}
+
+# ensure_real_node_deps — Debian's containerd, runc, CNI plugins and iptables for kubesim's real
+# nodes, and the tools to build the images they run (deploy/devtools/images.py).
+ensure_real_node_deps() {
+  apt_install containerd runc containernetworking-plugins iptables iproute2 conntrack catatonit python3-numpy \
+    mmdebstrap buildah podman
 }

@@ -3,6 +3,8 @@
 # DATABASE_URL is set), a local Redis, a Celery worker with beat, and the simulated
 # Kubernetes cluster (deploy/kubesim, built on first use) in the background.
 #   KUBESIM=0   skip the simulated cluster
+#   REAL_NODES=auto|1|0   real nodes in the cluster (pods really run): on where the machine
+#               allows it (root, Debian's containerd/runc installable); 0 turns them off
 #   OIDC=1      sign in through the development OpenID provider instead of the demo login
 #   PORT=8000   where the portal listens
 source "$(dirname "$0")/lib.sh"
@@ -23,6 +25,8 @@ cleanup() {
   log "stopping"
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  # Everything this command started stops with it, the Redis it started included.
+  stop_redis 6379
 }
 trap cleanup EXIT INT TERM
 
@@ -43,8 +47,37 @@ kubeconfig=""
 if [ "${KUBESIM:-1}" = 1 ]; then
   if command -v go >/dev/null; then
     kubeconfig="$VAR/kubesim/admin.kubeconfig"
-    log "starting the simulated cluster in the background (first run builds it: see var/log/kubesim.log)"
-    "$PY" -m deploy.devtools.kubesim up --data-dir "$VAR/kubesim" > "$VAR/log/kubesim.log" 2>&1 &
+    real=()
+    case "${REAL_NODES:-auto}" in
+      0) ;;
+      1) ensure_real_node_deps; real=(--real-nodes) ;;
+      *)
+        if [ "$(id -u)" = 0 ] && ensure_real_node_deps 2>/dev/null; then
+          real=(--real-nodes)
+        else
+          log "real nodes off (they need root and Debian's containerd and runc): pods are simulated"
+        fi
+        ;;
+    esac
+    if [ ${#real[@]} -gt 0 ]; then
+      # The real nodes advertise the machine's own CPUs: replicas ask for a quarter core.
+      export WORKLOAD_CPU_MILLI="${WORKLOAD_CPU_MILLI:-250}" WORKLOAD_MEMORY_MIB="${WORKLOAD_MEMORY_MIB:-2048}"
+      log "starting the cluster with 3 real nodes in the background (REAL_NODES=0 turns them off);"
+      log "  a first start builds the cluster (~15 min on 2 cores), CoreDNS (~5 min) and the images"
+      log "  (~2 min); its progress follows here and in var/log/kubesim.log"
+    else
+      log "starting the simulated cluster in the background (first run builds it, ~12 min on 2 cores;"
+      log "  its progress follows here and in var/log/kubesim.log)"
+    fi
+    "$PY" -m deploy.devtools.kubesim up --data-dir "$VAR/kubesim" "${real[@]}" \
+      > "$VAR/log/kubesim.log" 2>&1 &
+    kubesim_pid=$!
+    pids+=("$kubesim_pid")
+    # The builds' progress, the images and the start reach the terminal too, until the cluster
+    # is READY (or stops).
+    (tail --pid="$kubesim_pid" -n +1 -F "$VAR/log/kubesim.log" 2>/dev/null \
+      | grep --line-buffered -E "^(kubesim|coredns): |building|built|images ready|waiting|READY in|FAILED|real node" \
+      | sed -u 's/^/  [cluster] /' >&2) &
     pids+=($!)
     # Simulated DCGM metrics of the cluster's GPUs, scraped by a local Prometheus.
     "$PY" -m deploy.devtools.dcgm_sim --kubeconfig "$kubeconfig" --port 9400 --wait 3600 \
@@ -57,11 +90,13 @@ if [ "${KUBESIM:-1}" = 1 ]; then
       pids+=($!)
       export PROMETHEUS_URL="${PROMETHEUS_URL:-http://127.0.0.1:9090}"
     fi
-    # The simulated nodes run no containers: the notebook gateway plays ingress-nginx (asking
-    # the portal's auth endpoint about every request) and answers in place of Jupyter, so
-    # "Open notebook" leads somewhere real. Browsers take *.localhost for this machine.
-    "$PY" -m deploy.devtools.notebook_gateway --port 8890 --portal "http://127.0.0.1:$PORT" \
-      > "$VAR/log/notebook-gateway.log" 2>&1 &
+    # The ingress of development: the dev gateway does ingress-nginx's part with the cluster's
+    # Ingresses (asking the portal's auth endpoint about every request) and proxies to the pods'
+    # IPs; pods on simulated nodes run no containers, so for those it answers with a stand-in
+    # page (--stand-in) and "Open notebook" still leads somewhere. Browsers take *.localhost
+    # for this machine.
+    "$PY" -m deploy.devtools.dev_gateway --port 8890 --kubeconfig "$kubeconfig" --stand-in \
+      > "$VAR/log/dev-gateway.log" 2>&1 &
     pids+=($!)
     export NOTEBOOK_HOST="${NOTEBOOK_HOST:-http://notebooks.localhost:8890}"
     export PORTAL_URL="${PORTAL_URL:-http://127.0.0.1:$PORT}"

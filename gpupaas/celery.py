@@ -17,6 +17,9 @@ app.autodiscover_tasks(["apps.common"], related_name="health")
 
 # Archived logs are kept LOG_ARCHIVE_RETENTION_DAYS; the purge runs hourly.
 LOG_ARCHIVE_PURGE_SECONDS = 3600
+# The daily digest of routine notices covers the day before; a run sends each user at most one
+# per day, so the hourly pass sends it early each day and retries what failed.
+NOTICE_DIGEST_SECONDS = 3600
 
 
 @app.on_after_finalize.connect
@@ -31,6 +34,11 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("reconcile", settings.ORCHESTRATION_RECONCILE_SECONDS, taskqueue.RECONCILE_ALL),
         ("status sync", settings.ORCHESTRATION_STATUS_SYNC_SECONDS, taskqueue.STATUS_SYNC_ALL),
         ("inventory", settings.ORCHESTRATION_INVENTORY_SECONDS, taskqueue.INVENTORY_SYNC_ALL),
+        (
+            "trial metrics",
+            settings.ORCHESTRATION_TRIAL_METRICS_SECONDS,
+            taskqueue.TRIAL_METRICS_ALL,
+        ),
         ("drift repair", settings.ORCHESTRATION_DRIFT_REPAIR_SECONDS, taskqueue.DRIFT_REPAIR_ALL),
         ("log archive purge", LOG_ARCHIVE_PURGE_SECONDS, taskqueue.LOG_ARCHIVE_PURGE),
         ("telemetry ingest", settings.TELEMETRY_INGEST_SECONDS, taskqueue.TELEMETRY_INGEST),
@@ -41,6 +49,7 @@ def _schedule(sender: Celery, **_: object) -> None:
         ("reservations", settings.GOVERNANCE_BOUNDARY_SECONDS, taskqueue.RESERVATION_BOUNDARIES),
         ("node drain", settings.SCHEDULING_CYCLE_SECONDS, taskqueue.NODE_DRAIN_PASS),
         ("notice sweep", settings.NOTIFY_SWEEP_SECONDS, taskqueue.NOTICE_SWEEP),
+        ("notice digest", NOTICE_DIGEST_SECONDS, taskqueue.NOTICE_DIGEST),
         ("endpoint scaling", settings.SERVING_AUTOSCALE_SECONDS, taskqueue.SERVING_AUTOSCALE),
         ("endpoint samples purge", LOG_ARCHIVE_PURGE_SECONDS, taskqueue.SERVING_SAMPLES_PURGE),
     ]

@@ -31,3 +31,5 @@ urlpatterns += [
 ]
 
 handler500 = "apps.web.views.errors.server_error"
+handler403 = "apps.web.views.errors.permission_denied"
+handler404 = "apps.web.views.errors.page_not_found"

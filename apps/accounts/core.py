@@ -3,14 +3,17 @@ API token material. No ORM, no HTTP: plain data in, plain data out."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import json
 import re
 import secrets
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 NAMESPACE_PREFIX = "team-"
 # A Kubernetes namespace is an RFC 1123 label: at most 63 characters.
@@ -88,7 +91,8 @@ def group_key(value: str, *, groups_format: str, configured: bool) -> str | None
       path is ignored, since its place in the tree is unknown.
     - ``name``: the claim carries short names. A configured path can never match (the
       provider does not say where a name sits) and a claim value that is a path is ignored.
-    - ``auto``: both sides compared as written; paths lose a trailing slash.
+    - ``auto``: both sides compared as written; paths lose a trailing slash, and a
+      top-level path in the claim also matches its name (:func:`plan_memberships`).
     """
     text = value.strip()
     if not text:
@@ -145,6 +149,10 @@ def plan_memberships(
                 ignored.append(group)
         else:
             held.add(key)
+            if groups_format == GROUPS_FORMAT_AUTO and key.count("/") == 1 and key != "/":
+                # A top-level path (Keycloak's default, "/team-vision") is also that name; a
+                # nested one ("/contractors/team-vision") never matches by its last segment.
+                held.add(key[1:])
     unmatchable: list[str] = []
 
     def configured(group: str) -> str | None:
@@ -479,3 +487,106 @@ def groups_lapse_due(*, checked_at: float | None, now: float, max_age: int) -> b
     """Whether a confirmation that could not be obtained (provider unreachable) has been
     missing long enough for the provider's memberships to lapse: twice the interval."""
     return checked_at is not None and now - checked_at >= 2 * max_age
+
+
+# The share of a refresh token's life after which the next request refreshes it. Keycloak's
+# "SSO Session Idle" (30 minutes by default) ends a session, and its refresh token, when no
+# refresh comes within that time, however long the portal's group re-check interval is.
+REFRESH_AT_SHARE = 0.5
+
+
+def _jwt_exp(token: str) -> float | None:
+    """The ``exp`` of a token that is a JWT (Keycloak's refresh tokens are), read without
+    checking the signature: only to know when to use it, never to trust anything in it."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, TypeError, binascii.Error):
+        return None
+    exp = payload.get("exp") if isinstance(payload, dict) else None
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
+
+
+def refresh_due_at(tokens: Mapping[str, object], *, now: float) -> float | None:
+    """When the refresh token of a token response must be used again to stay alive: half-way
+    through the life the provider gives it (``refresh_expires_in``, as Keycloak sends, else
+    the token's own ``exp`` when it is a JWT). None when the provider says nothing or the
+    token does not expire (``refresh_expires_in: 0``, an offline token without a limit)."""
+    token = tokens.get("refresh_token")
+    if not isinstance(token, str) or not token:
+        return None
+    lifetime: float | None = None
+    given = tokens.get("refresh_expires_in")
+    if isinstance(given, int | float) and not isinstance(given, bool):
+        lifetime = float(given)
+    else:
+        exp = _jwt_exp(token)
+        lifetime = None if exp is None else exp - now
+    if lifetime is None or lifetime <= 0:
+        return None
+    return now + lifetime * REFRESH_AT_SHARE
+
+
+def refresh_due(*, due_at: float | None, now: float) -> bool:
+    """Whether the stored refresh token must be used now, before the provider forgets it."""
+    return due_at is not None and now >= due_at
+
+
+# How providers say, when refusing a refresh, that the user is disabled or gone (not merely
+# that the token or session expired): Keycloak, oidc-provider, Entra ID (AADSTS50057 disabled,
+# AADSTS50034 / AADSTS700016 no such user), Okta.
+_USER_GONE_PHRASES = (
+    "user disabled",
+    "user not found",
+    "unknown user",
+    "account not found",
+    "account is disabled",
+    "user is disabled",
+    "aadsts50057",
+    "aadsts50034",
+    "user_deactivated",
+)
+
+
+def refusal_means_user_gone(error: str, description: str) -> bool:
+    """Whether a refused refresh says the user is disabled or deleted at the provider (the
+    user's API tokens must stop then), rather than that the grant or session ended."""
+    if error != "invalid_grant":
+        return False
+    text = description.lower()
+    return any(phrase in text for phrase in _USER_GONE_PHRASES)
+
+
+def end_session_url(
+    endpoint: str, *, id_token_hint: str, post_logout_redirect_uri: str, client_id: str
+) -> str:
+    """The provider's end-session URL (OpenID Connect RP-Initiated Logout 1.0) that brings the
+    user back to ``post_logout_redirect_uri`` (registered with the provider) afterwards."""
+    if not endpoint:
+        return ""
+    params = {"client_id": client_id, "post_logout_redirect_uri": post_logout_redirect_uri}
+    if id_token_hint:
+        params["id_token_hint"] = id_token_hint
+    separator = "&" if urlsplit(endpoint).query else "?"
+    return f"{endpoint}{separator}{urlencode(params)}"
+
+
+# --- what a sign-in failure page says to do -------------------------------------------------------
+
+
+def sign_in_failure_fix(error: str, description: str) -> str:
+    """The fix to name next to the provider's own words for a failed sign-in; "" when there
+    is none to add. Keycloak refuses a scope the realm has no client scope for ("Invalid
+    scopes: openid email profile groups"); the portal asks for ``groups`` by default."""
+    text = f"{error} {description}".lower()
+    if "invalid_scope" in text or "invalid scope" in text:
+        return (
+            "The identity provider does not offer a scope the portal asks for. At the "
+            "provider, create a client scope named groups with a Group Membership mapper "
+            "(claim name groups) and add it to the portal's client; or set OIDC_RP_SCOPES to "
+            "the scopes it offers (e.g. openid email profile) and send the groups in a "
+            "default scope."
+        )
+    return ""

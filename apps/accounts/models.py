@@ -19,6 +19,10 @@ class User(AbstractUser):
     # user (at sign-in or by a re-check); None when nothing the user holds came from it. They
     # are confirmed again after OIDC_GROUPS_MAX_AGE_SECONDS (apps/accounts/oidc.py).
     idp_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When the provider's refresh token must be used again to stay alive (half its life, from
+    # the provider's token response); the next request then re-checks, even before
+    # OIDC_GROUPS_MAX_AGE_SECONDS. None when the provider gave no lifetime.
+    idp_refresh_by = models.DateTimeField(null=True, blank=True, editable=False)
 
     def __str__(self) -> str:
         return self.display_name or self.username

@@ -10,9 +10,12 @@ verification of back-channel logout tokens.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import requests
@@ -68,11 +71,27 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
     def OIDC_OP_JWKS_ENDPOINT(self) -> str:
         return discovery.endpoint("OIDC_OP_JWKS_ENDPOINT")
 
+    def check_algorithm(self, token: str | bytes) -> None:
+        """Refuse, before any parsing library sees it, a token whose header does not name the
+        algorithm the provider signs with (``alg: none``, an HMAC with the public key …)."""
+        try:
+            encoded = force_bytes(token).split(b".")[0]
+            header = json.loads(base64.urlsafe_b64decode(encoded + b"=" * (-len(encoded) % 4)))
+        except (ValueError, TypeError, binascii.Error) as exc:
+            raise SuspiciousOperation("The token is not a signed JWT.") from exc
+        alg = header.get("alg") if isinstance(header, dict) else None
+        if alg != self.OIDC_RP_SIGN_ALGO:
+            raise SuspiciousOperation(
+                f"The token is not signed with {self.OIDC_RP_SIGN_ALGO} (its header says "
+                f"alg={str(alg)[:20]!r}); unsigned tokens are refused."
+            )
+
     def retrieve_matching_jwk(self, token: bytes) -> dict[str, Any]:
         """The provider key that signed ``token``, from the cached JWKS (see discovery)."""
+        self.check_algorithm(token)
         try:
             header = Header.json_loads(JWS.from_compact(force_bytes(token)).signature.protected)
-        except (JoseError, ValueError, TypeError) as exc:
+        except (JoseError, ValueError, TypeError, KeyError) as exc:
             raise SuspiciousOperation("The token is not a signed JWT.") from exc
         kid = smart_str(header.kid) if header.kid else None
         alg = smart_str(header.alg.name) if header.alg else None
@@ -88,10 +107,11 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
         """The payload of a JWT signed by the provider (signature and algorithm checked, claims
         not yet). Raises SuspiciousOperation for anything else."""
         raw = force_bytes(token)
+        self.check_algorithm(raw)
         try:
             key = self.OIDC_RP_IDP_SIGN_KEY or self.retrieve_matching_jwk(raw)
             payload = json.loads(self.get_payload_data(raw, key).decode("utf-8"))
-        except (JoseError, ValueError, TypeError) as exc:
+        except (JoseError, ValueError, TypeError, KeyError) as exc:
             raise SuspiciousOperation("The token is not a valid signed JWT.") from exc
         if not isinstance(payload, dict):
             raise SuspiciousOperation("The token's payload is not a JSON object.")
@@ -103,7 +123,11 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
         return response
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
-        payload: dict[str, Any] = super().verify_token(token, **kwargs)
+        self.check_algorithm(token)
+        try:
+            payload: dict[str, Any] = super().verify_token(token, **kwargs)
+        except (JoseError, ValueError, TypeError, KeyError) as exc:
+            raise SuspiciousOperation("The ID token is not a valid signed JWT.") from exc
         try:
             core.check_id_token_claims(
                 payload,
@@ -127,6 +151,9 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
             # The provider's session id, so that its back-channel logout can end this session
             # (recorded against the session key once the callback has signed the user in).
             request.session["oidc_sid"] = str(payload.get("sid") or "")
+            # The ID token, as the hint that lets the provider end its session at sign-out
+            # and send the user back here (RP-Initiated Logout 1.0).
+            request.session["oidc_id_token"] = str(id_token)
         return user_sync_oidc(
             issuer=str(payload["iss"]),
             subject=str(payload["sub"]),
@@ -135,6 +162,7 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
             groups_format=settings.OIDC_GROUPS_FORMAT,
             admin_groups=settings.OIDC_ADMIN_GROUPS,
             refresh_token=str(self.token_response.get("refresh_token") or ""),
+            refresh_by=_refresh_by(self.token_response),
             source_ip=client_ip(request) if request is not None else None,
         )
 
@@ -162,11 +190,48 @@ def logout_endpoint() -> str:
         return ""
 
 
+def logout_url(*, id_token: str, return_to: str) -> str:
+    """The provider's end-session URL with the ID token of the sign-in as ``id_token_hint``
+    and ``return_to`` (one of the client's post-logout redirect URIs at the provider) to come
+    back to; "" when the provider has no end-session endpoint."""
+    return core.end_session_url(
+        logout_endpoint(),
+        id_token_hint=id_token,
+        post_logout_redirect_uri=return_to,
+        client_id=settings.OIDC_RP_CLIENT_ID,
+    )
+
+
+def _refresh_by(tokens: dict[str, Any], *, now: float | None = None) -> datetime | None:
+    due = core.refresh_due_at(tokens, now=time.time() if now is None else now)
+    return None if due is None else datetime.fromtimestamp(due, tz=UTC)
+
+
 # --- group re-check ---------------------------------------------------------------------------
 
 
 class ProviderRefused(Exception):
     """The provider answered, and the answer is no (revoked grant, disabled user, …)."""
+
+    def __init__(self, message: str, *, error: str = "", description: str = "") -> None:
+        super().__init__(message)
+        self.error = error
+        self.description = description
+
+    @property
+    def user_gone(self) -> bool:
+        """The provider said the user is disabled or deleted there."""
+        return core.refusal_means_user_gone(self.error, self.description)
+
+
+def _error_fields(response: requests.Response) -> tuple[str, str]:
+    try:
+        body = response.json()
+    except ValueError:
+        return "", ""
+    if not isinstance(body, dict):
+        return "", ""
+    return str(body.get("error") or ""), str(body.get("error_description") or "")
 
 
 class ProviderUnavailable(Exception):
@@ -191,10 +256,12 @@ def _provider_error(response: requests.Response) -> str:
     return f"HTTP {response.status_code} {detail}".strip()
 
 
-def provider_current_claims(*, refresh_token: str, subject: str) -> tuple[dict[str, Any], str]:
-    """The user's claims as the provider states them now, and the refresh token to keep: a
-    refresh-token grant, then userinfo with the new access token (plus the new ID token's
-    claims, verified, when the provider sends one)."""
+def provider_current_claims(
+    *, refresh_token: str, subject: str
+) -> tuple[dict[str, Any], str, datetime | None]:
+    """The user's claims as the provider states them now, the refresh token to keep and when
+    to use it again: a refresh-token grant, then userinfo with the new access token (plus the
+    new ID token's claims, verified, when the provider sends one)."""
     try:
         token_endpoint = discovery.endpoint("OIDC_OP_TOKEN_ENDPOINT")
         userinfo_endpoint = discovery.endpoint("OIDC_OP_USER_ENDPOINT")
@@ -210,7 +277,10 @@ def provider_current_claims(*, refresh_token: str, subject: str) -> tuple[dict[s
     if response.status_code >= 500:
         raise ProviderUnavailable(f"token endpoint: {_provider_error(response)}")
     if response.status_code != 200:
-        raise ProviderRefused(f"refresh refused: {_provider_error(response)}")
+        error, description = _error_fields(response)
+        raise ProviderRefused(
+            f"refresh refused: {_provider_error(response)}", error=error, description=description
+        )
     tokens = response.json()
     access_token = tokens.get("access_token") if isinstance(tokens, dict) else None
     if not access_token:
@@ -249,7 +319,8 @@ def provider_current_claims(*, refresh_token: str, subject: str) -> tuple[dict[s
             raise ProviderUnavailable(f"signing keys: {exc}") from exc
         if claims.get("sub") != subject:
             raise ProviderRefused("the refreshed ID token names another subject")
-    return {**claims, **userinfo}, str(tokens.get("refresh_token") or refresh_token)
+    kept = str(tokens.get("refresh_token") or refresh_token)
+    return {**claims, **userinfo}, kept, _refresh_by({**tokens, "refresh_token": kept})
 
 
 def _retry_key(user_id: int) -> str:
@@ -258,9 +329,13 @@ def _retry_key(user_id: int) -> str:
 
 def groups_recheck(user: User, *, now: float | None = None) -> bool:
     """Confirm the user's memberships and admin status from the provider when they are older
-    than OIDC_GROUPS_MAX_AGE_SECONDS. Returns False when they lapsed (the provider refused, or
-    could not be reached for twice the interval, or no refresh token was given at sign-in): the
-    provider's memberships and admin rights are gone and the user's portal sessions ended.
+    than OIDC_GROUPS_MAX_AGE_SECONDS, or sooner when the refresh token is half-way through the
+    life the provider gave it (so that a provider whose sessions end when idle for less than
+    the interval, as Keycloak's do, keeps the session of a user who is active). A refusal
+    that says the user is disabled or gone there revokes their API tokens too. Returns False
+    when they lapsed (the provider refused, or could not be reached for twice the interval, or
+    no refresh token was given at sign-in): the provider's memberships and admin rights are
+    gone and the user's portal sessions ended.
     ``user`` is updated in place either way."""
     if not settings.OIDC_ENABLED:
         return True
@@ -270,7 +345,13 @@ def groups_recheck(user: User, *, now: float | None = None) -> bool:
     def stamp(u: User) -> float | None:
         return u.idp_checked_at.timestamp() if u.idp_checked_at else None
 
-    if not core.groups_recheck_due(checked_at=stamp(user), now=moment, max_age=max_age):
+    def due(u: User) -> bool:
+        refresh_by = u.idp_refresh_by.timestamp() if u.idp_refresh_by else None
+        return core.groups_recheck_due(
+            checked_at=stamp(u), now=moment, max_age=max_age
+        ) or core.refresh_due(due_at=refresh_by, now=moment)
+
+    if not due(user):
         return True
     lapse_due = core.groups_lapse_due(checked_at=stamp(user), now=moment, max_age=max_age)
     if cache.get(_retry_key(user.pk)) and not lapse_due:
@@ -284,23 +365,27 @@ def groups_recheck(user: User, *, now: float | None = None) -> bool:
             .order_by("-last_login_at")
             .first()
         )
-        stored = User.objects.filter(pk=user.pk).values_list("idp_checked_at", flat=True).first()
-        user.idp_checked_at = stored
+        stored = (
+            User.objects.filter(pk=user.pk).values_list("idp_checked_at", "idp_refresh_by").first()
+        )
+        user.idp_checked_at, user.idp_refresh_by = stored or (None, None)
         user.__dict__.pop("_team_ids", None)  # memberships may have changed meanwhile
-        if stored is None:
+        if user.idp_checked_at is None:
             return False  # another request found them lapsed
-        if not core.groups_recheck_due(checked_at=stamp(user), now=moment, max_age=max_age):
+        if not due(user):
             user.refresh_from_db(fields=["is_staff", "is_superuser"])
             return True  # another request confirmed them meanwhile
+        user_gone = False
         if identity is None or not identity.refresh_token:
             reason = "no refresh token from the provider to ask it again"
         else:
             try:
-                claims, refresh_token = provider_current_claims(
+                claims, refresh_token, refresh_by = provider_current_claims(
                     refresh_token=identity.refresh_token, subject=identity.subject
                 )
             except ProviderRefused as exc:
                 reason = f"the provider refused: {exc}"
+                user_gone = exc.user_gone
             except ProviderUnavailable as exc:
                 cache.set(_retry_key(user.pk), 1, RECHECK_RETRY_SECONDS)
                 if not lapse_due:
@@ -322,9 +407,10 @@ def groups_recheck(user: User, *, now: float | None = None) -> bool:
                     groups_format=settings.OIDC_GROUPS_FORMAT,
                     admin_groups=settings.OIDC_ADMIN_GROUPS,
                     refresh_token=refresh_token,
+                    refresh_by=refresh_by,
                 )
                 return True
-        user_groups_lapse(user=user, reason=reason)
+        user_groups_lapse(user=user, reason=reason, user_gone=user_gone)
         return False
 
 

@@ -70,6 +70,33 @@ def is_team_lead(user: User, team_id: int) -> bool:
     return Membership.objects.filter(user=user, team_id=team_id, role=Membership.Role.LEAD).exists()
 
 
+def teams_led_by(user: User) -> QuerySet[Team]:
+    """The teams in which the user holds the lead role, by name. Platform admins lead only
+    the teams they are leads of here; a caller that lets admins act on every team says so."""
+    return Team.objects.filter(
+        memberships__user=user, memberships__role=Membership.Role.LEAD
+    ).order_by("name")
+
+
+def team_ids_led_by(user: User) -> frozenset[int]:
+    """Ids of :func:`teams_led_by`, read once per user object: one request's user asks the
+    database once however many parts of the page ask (the list's cancel boxes, the menu's
+    overview link). Never cached across requests; a service that changes the user's
+    memberships within the request calls :func:`forget_team_copies`."""
+    known: frozenset[int] | None = getattr(user, "_led_team_ids", None)
+    if known is None:
+        known = frozenset(teams_led_by(user).order_by().values_list("id", flat=True))
+        user._led_team_ids = known  # type: ignore[attr-defined]
+    return known
+
+
+def forget_team_copies(user: User) -> None:
+    """Drop the copies of the user's team ids and led team ids that this user object holds
+    (:func:`team_ids_of`, :func:`team_ids_led_by`): their memberships have just changed."""
+    user.__dict__.pop("_team_ids", None)
+    user.__dict__.pop("_led_team_ids", None)
+
+
 def team_leads(team_id: int) -> QuerySet[User]:
     """The team's leads (members with the lead role; not platform admins)."""
     return User.objects.filter(
@@ -240,9 +267,12 @@ def admin_login_rule() -> RateLimitItem:
 
 
 def admin_login_keys(*, username: str, source_ip: str | None) -> list[str]:
-    """What failures are counted against: the username (case-folded, so "Admin" and "admin"
-    share one count) and the client address."""
-    return [f"user:{username.strip().casefold()}", f"ip:{source_ip or 'unknown'}"]
+    """What failures are counted against: the username at the client address (case-folded, so
+    "Admin" and "admin" share one count), and the address whatever the username. Never the
+    username alone: failures from elsewhere must not lock its owner out (the break-glass admin
+    included); an address shared by everyone (one proxy) is the case for admin_signin_link."""
+    address = source_ip or "unknown"
+    return [f"user:{username.strip().casefold()}|ip:{address}", f"ip:{address}"]
 
 
 def admin_login_lockout(*, username: str, source_ip: str | None) -> Decision:

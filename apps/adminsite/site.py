@@ -3,9 +3,11 @@
 With single sign-on on, platform admins sign in through the identity provider like everyone
 else, and the admin's password form is not offered: its sign-in page sends people to the
 provider. ADMIN_PASSWORD_LOGIN=true turns the password form back on, as a break-glass switch
-for when the provider is down. Wherever the form is on, repeated failures for one username or
-from one client address lock them out for a while (ADMIN_LOGIN_MAX_FAILURES within
-ADMIN_LOGIN_LOCKOUT_SECONDS), counted in the rate-limit store that the API uses.
+for when the provider is down. Wherever the form is on, repeated failures for one username at
+one client address, or from one address, lock that out for a while (ADMIN_LOGIN_MAX_FAILURES
+within ADMIN_LOGIN_LOCKOUT_SECONDS), counted in the rate-limit store that the API uses; the
+right password from another address still signs in. An operator with a shell can always sign
+an admin in with a one-time link (``manage.py admin_signin_link USERNAME``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,18 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.admin import AdminSite
-from django.contrib.auth import REDIRECT_FIELD_NAME
+from django.contrib.auth import REDIRECT_FIELD_NAME, login
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.urls import reverse
+from django.urls import path, reverse
 
 from apps.accounts import core
 from apps.accounts.selectors import admin_login_lockout
-from apps.accounts.services import admin_login_failure_record, admin_login_success_record
+from apps.accounts.services import (
+    admin_login_failure_record,
+    admin_login_success_record,
+    admin_signin_link_use,
+)
 from apps.common.http import client_ip
 
 log = logging.getLogger(__name__)
@@ -36,6 +42,28 @@ def password_login_allowed() -> bool:
 
 
 class GpupaasAdminSite(AdminSite):
+    def get_urls(self) -> list[Any]:
+        own = [path("signin-link/<str:token>/", self.signin_link, name="signin_link")]
+        return own + super().get_urls()
+
+    def signin_link(self, request: HttpRequest, token: str) -> HttpResponse:
+        """An operator's one-time sign-in link (manage.py admin_signin_link): the break-glass
+        path that no lockout and no provider outage can close."""
+        user = admin_signin_link_use(token=token)
+        address = client_ip(request)
+        if user is None:
+            log.warning("admin sign-in link refused from %s: forged, expired or used", address)
+            return self._refused(
+                request,
+                "This sign-in link is not valid: it was used already, has expired, or was "
+                "changed. Ask an operator for a new one.",
+                status=400,
+            )
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        admin_login_success_record(user=user, source_ip=address, signin_link=True)
+        log.warning("admin signed in with an operator's sign-in link: %s from %s", user, address)
+        return HttpResponseRedirect(reverse("admin:index", current_app=self.name))
+
     def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> Any:
         if not password_login_allowed():
             return self._single_sign_on(request)

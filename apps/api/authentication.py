@@ -24,9 +24,12 @@ AUTH_FAILURES = "api-auth-failure"  # the limiter's namespace for failed authent
 class ApiTokenAuthentication(BaseAuthentication):
     """``Authorization: Bearer gpp_…``. Unknown, revoked and expired tokens get 401.
 
-    Each failure counts against the caller's address; past API_AUTH_FAILURE_LIMIT, every
-    Bearer request from that address gets 429 before any token is looked up, so guessing
-    tokens costs the guesser time rather than the database work.
+    Failures are counted in two buckets, API_AUTH_FAILURE_LIMIT each: per address (whoever
+    fails from it) and per token and address (the token's public ``gpp_<lookup>`` part). Past
+    the token's limit, that token is refused from that address with 429 before it is looked
+    up: guessing one token's secret costs the guesser time. Past the address's limit, a token
+    is still looked up, and a valid one works (behind a proxy, or with TRUSTED_PROXY_COUNT=0,
+    one address may be everyone's), while each failure is answered with 429.
     """
 
     keyword = "Bearer"
@@ -36,17 +39,24 @@ class ApiTokenAuthentication(BaseAuthentication):
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
         address = f"ip:{client_ip(request) or 'unknown'}"
+        token_key = f"token:{_lookup(header)}|{address}"
         rate = str(settings.API_AUTH_FAILURE_LIMIT)
-        guard = rate_limiter().check(rate, address, namespace=AUTH_FAILURES)
+        limiter = rate_limiter()
+        guard = limiter.check(rate, token_key, namespace=AUTH_FAILURES)
         if not guard.allowed:
             raise exceptions.Throttled(
                 wait=guard.retry_after,
-                detail="Too many failed authentications from your address.",
+                detail="Too many failed authentications with this token from your address.",
             )
         try:
             return self._authenticate(header)
         except exceptions.AuthenticationFailed:
-            rate_limiter().hit(rate, address, namespace=AUTH_FAILURES)
+            limiter.hit(rate, token_key, namespace=AUTH_FAILURES)
+            if not limiter.hit(rate, address, namespace=AUTH_FAILURES).allowed:
+                wait = limiter.check(rate, address, namespace=AUTH_FAILURES).retry_after
+                raise exceptions.Throttled(
+                    wait=wait or None, detail="Too many failed authentications from your address."
+                ) from None
             raise
 
     @staticmethod
@@ -70,6 +80,16 @@ class ApiTokenAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return f'{self.keyword} realm="api"'
+
+
+def _lookup(header: list[bytes]) -> str:
+    """The token's public lookup part (``gpp_<lookup>_…``), "" when the header has none."""
+    if len(header) != 2:
+        return ""
+    parts = header[1].split(b"_")
+    if len(parts) < 3 or not parts[1].isalnum() or len(parts[1]) > 16:
+        return ""
+    return parts[1].decode("ascii").lower()
 
 
 class TokenScopePermission(permissions.BasePermission):

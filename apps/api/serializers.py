@@ -12,6 +12,7 @@ from rest_framework import serializers
 
 from apps.workloads import rules
 from apps.workloads.models import Workload, WorkloadEvent
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.selectors import SORT_LABELS, WorkloadFilters, day_start
 
 
@@ -253,9 +254,13 @@ class WorkloadCreateSerializer(serializers.Serializer):
         "Members may use their kind's class or a lower one; leads and admins any.",
     )
     command = _words(
-        default=list, help_text="Training jobs and sweeps: the program and its options."
+        default=list,
+        help_text="Training jobs and sweeps: the program and its options. In a sweep, {name} "
+        "puts each trial's value of a parameter in (any word, whole or in part; never through a "
+        "shell, shell-quoted inside an `sh -c` script); {{ and }} are literal braces; an unknown "
+        "name is refused.",
     )
-    args = _words(default=list)
+    args = _words(default=list, help_text="Arguments; {name} placeholders as in command.")
     env = serializers.DictField(
         child=serializers.CharField(allow_blank=True, trim_whitespace=False),
         default=dict,
@@ -342,27 +347,13 @@ class WorkloadCreateSerializer(serializers.Serializer):
         help_text=CONFIRM_PREEMPTION_HELP,
     )
 
-    def submit_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``workload_submit`` (after ``is_valid()``), lookups aside."""
+    def request(self) -> WorkloadRequest:
+        """The request as the rules read it and ``workload_submit`` takes it (after
+        ``is_valid()``); the team, the GPU class and the image are looked up by the view."""
         data = dict(self.validated_data)
         for lookup in ("team", "gpu_class", "image", "confirm_preemption"):
             data.pop(lookup, None)
-        return data
-
-    def request(self) -> rules.WorkloadRequest:
-        data = self.submit_kwargs()
-        return rules.WorkloadRequest(
-            **{
-                **data,
-                "command": tuple(data["command"]),
-                "args": tuple(data["args"]),
-                "secrets": tuple(rules.SecretRef.of(ref) for ref in data["secrets"]),
-                "datasets": tuple(data["datasets"]),
-                "endpoint": rules.EndpointRequest.of(data["endpoint"])
-                if data.get("kind") == "inference"
-                else None,
-            }
-        )
+        return WorkloadRequest.of(**data)
 
 
 class PreemptionVictimSerializer(serializers.Serializer):
@@ -403,6 +394,13 @@ class VerdictSerializer(serializers.Serializer):
     advice = serializers.ListField(
         child=serializers.CharField(), help_text="What would start it sooner."
     )
+    trials_at_once = serializers.IntegerField(
+        allow_null=True,
+        help_text="A sweep: its trials that may run at once (its parallelism); null otherwise.",
+    )
+    trials_started = serializers.IntegerField(
+        allow_null=True, help_text="A sweep: how many of those would start now."
+    )
 
 
 class WorkloadCheckSerializer(serializers.Serializer):
@@ -422,6 +420,13 @@ class WorkloadCheckSerializer(serializers.Serializer):
     replicas = serializers.IntegerField(help_text="A sweep: the points of its grid.")
     total_milli = serializers.IntegerField(
         help_text="What it is charged: replicas × charged_milli."
+    )
+    parallelism = serializers.IntegerField(
+        allow_null=True, help_text="A sweep: its trials that run at once; null otherwise."
+    )
+    at_once_milli = serializers.IntegerField(
+        help_text="What it holds at once, against the team's quota: total_milli, or for a "
+        "sweep parallelism × charged_milli (each trial is charged on its own)."
     )
     priority_class = serializers.CharField()
     hourly_cost = serializers.DecimalField(
@@ -452,6 +457,14 @@ class TrialSerializer(serializers.Serializer):
     id = serializers.IntegerField(help_text="The trial's own workload id (its logs, events).")
     index = serializers.IntegerField(help_text="Its point of the grid, SWEEP_INDEX.")
     params = serializers.DictField(child=serializers.CharField(), help_text="SWEEP_<NAME> values.")
+    command = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The command the trial runs: the sweep's, with its values in the {name} "
+        "placeholders.",
+    )
+    args = serializers.ListField(
+        child=serializers.CharField(), help_text="Its arguments, resolved the same way."
+    )
     state = serializers.CharField()
     exit_code = serializers.IntegerField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
@@ -462,7 +475,12 @@ class TrialSerializer(serializers.Serializer):
     )
     last_metrics_line = serializers.CharField(
         allow_null=True,
-        help_text="The last log line that reads as metrics (JSON or key=value pairs), once ended.",
+        help_text="The last log line that reads as metrics (JSON or key=value pairs): while the "
+        "trial runs, the latest read from its pod's log (every ORCHESTRATION_TRIAL_METRICS_SECONDS"
+        "); once it ended, from its archived log.",
+    )
+    last_metrics_at = serializers.DateTimeField(
+        allow_null=True, help_text="When that line was printed."
     )
     reason = serializers.CharField()
 

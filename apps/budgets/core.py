@@ -57,6 +57,18 @@ def crossed(
     return sorted(t for t in set(thresholds) if t not in done and spent * 100 >= amount * t)
 
 
+def forecast_warning(
+    *, amount: Decimal, spent: Decimal, forecast: Decimal, thresholds: Iterable[int]
+) -> int | None:
+    """The highest threshold (percent) the month's forecast reaches that the spend has not yet:
+    what the team will cross at the current run rate (a 5,000 EUR budget forecast at 78,626 EUR
+    reaches 100%). None when the forecast reaches none beyond what is already spent."""
+    if amount <= 0:
+        return None
+    ahead = [t for t in set(thresholds) if forecast * 100 >= amount * t > spent * 100]
+    return max(ahead) if ahead else None
+
+
 def threshold_errors(thresholds: Sequence[object]) -> str | None:
     if len(thresholds) > MAX_THRESHOLDS:
         return f"At most {MAX_THRESHOLDS} thresholds."

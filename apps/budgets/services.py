@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 
 from django.conf import settings
@@ -20,6 +20,15 @@ from apps.notifications.core import NoticeEvent
 from apps.notifications.services import notify
 
 MAX_AMOUNT = Decimal("999999999999.99")
+HARD_STOP_NOTE = (
+    " The hard stop is on: once the budget is spent, new work is admitted only in the batch "
+    "class or with a lead's approval."
+)
+
+
+def _told_of_budgets(team: Team) -> list[User]:
+    """Who hears of a team's budget: its leads and the platform admins."""
+    return [*team_leads(team.pk), *User.objects.filter(is_staff=True, is_active=True)]
 
 
 def budget_set(
@@ -135,7 +144,47 @@ def budget_spend_record(
         for threshold in new:
             assert budget is not None
             _announce(team=team, budget=budget, spend=spend, threshold=threshold, month=first)
+        if budget is not None and settings.BUDGET_FORECAST_WARNINGS:
+            _warn_on_forecast(team=team, budget=budget, spend=spend, month=first, now=now)
     return new
+
+
+def _warn_on_forecast(
+    *, team: Team, budget: Budget, spend: BudgetSpend, month: date, now: datetime
+) -> None:
+    """The month's forecast reaches a threshold the spend has not: told once per threshold to
+    the team's leads and the platform admins (the key names the team, month and threshold), so
+    they can act before the money is spent."""
+    end = datetime.combine(core.next_month(month), time.min, tzinfo=UTC)
+    expected = core.forecast(
+        spent=spend.spent, run_rate_per_hour=spend.run_rate_per_hour, now=now, end=end
+    )
+    threshold = core.forecast_warning(
+        amount=budget.amount,
+        spent=spend.spent,
+        forecast=expected,
+        thresholds=budget.thresholds or (),
+    )
+    if threshold is None:
+        return
+    label = core.month_label(month)
+    currency = settings.PLATFORM_CURRENCY
+    people = _told_of_budgets(team)
+    notify(
+        event=NoticeEvent.BUDGET_THRESHOLD,
+        users=people,
+        title=f"{team.name} is on course to spend {threshold}% of its budget for {label}",
+        body=(
+            f"At the current rate of {core.money(spend.run_rate_per_hour, currency)} an hour, "
+            f"{team.name} will have spent {core.money(expected, currency)} by the end of "
+            f"{label}, against a budget of {core.money(budget.amount, currency)} "
+            f"({core.money(spend.spent, currency)} spent so far)."
+            + (HARD_STOP_NOTE if budget.hard_stop else "")
+        ),
+        key=f"budget-forecast:{team.pk}:{label}:{threshold}",
+        link=reverse("team-budget", args=[team.slug]),
+        team=team,
+    )
 
 
 def _announce(
@@ -145,7 +194,7 @@ def _announce(
     admins (once each: the key names the team, month and threshold)."""
     label = core.month_label(month)
     currency = settings.PLATFORM_CURRENCY
-    people = [*team_leads(team.pk), *User.objects.filter(is_staff=True, is_active=True)]
+    people = _told_of_budgets(team)
     notify(
         event=NoticeEvent.BUDGET_THRESHOLD,
         users=people,
@@ -154,12 +203,7 @@ def _announce(
             f"{team.name} has spent {core.money(spend.spent, currency)} of its "
             f"{core.money(budget.amount, currency)} budget for {label}; at the current rate of "
             f"{core.money(spend.run_rate_per_hour, currency)} an hour."
-            + (
-                " The hard stop is on: once the budget is spent, new work is admitted only in "
-                "the batch class or with a lead's approval."
-                if budget.hard_stop
-                else ""
-            )
+            + (HARD_STOP_NOTE if budget.hard_stop else "")
         ),
         key=f"budget:{team.pk}:{label}:{threshold}",
         link=reverse("team-budget", args=[team.slug]),

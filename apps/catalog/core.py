@@ -7,12 +7,35 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 SHARING_WHOLE = "whole"
 SHARING_TIMESLICE = "timeslice"
 SHARING_MIG = "mig"
 SHARING_HAMI = "hami"
+
+# How a class's GPUs reach a pod: extended resources of NVIDIA's device plugin (nvidia.com/gpu,
+# …), or Dynamic Resource Allocation (ResourceClaims allocated from the ResourceSlices NVIDIA's
+# DRA driver publishes). Chosen per class by admins; each workload keeps the one it was
+# admitted under.
+ALLOCATION_DEVICE_PLUGIN = "device_plugin"
+ALLOCATION_DRA = "dra"
+ALLOCATION_MODES = (ALLOCATION_DEVICE_PLUGIN, ALLOCATION_DRA)
+
+MIB_PER_GIB = 1024
+
+
+def format_gib(mib: object) -> str:
+    """GPU memory in GiB, as the portal and the admin show it, to one decimal where it has
+    one: 81920 → "80 GiB", 23034 → "22.5 GiB", 141312 → "138 GiB"; an empty value → "—"."""
+    if mib is None or mib == "":
+        return "—"
+    try:
+        value = float(mib) / MIB_PER_GIB  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "—"
+    return f"{value:,.1f}".removesuffix(".0") + " GiB"
+
 
 MIG_PROFILE_RE = re.compile(r"^(?P<slices>[1-7])g\.(?P<gb>\d{1,3})gb$")
 IMAGE_REF_RE = re.compile(
@@ -35,6 +58,36 @@ class GpuClassSpec:
     mig_profiles: tuple[str, ...] = ()
     hami_split_count: int | None = None
     enabled: bool = True
+    allocation_mode: str = ALLOCATION_DEVICE_PLUGIN
+
+
+def gpu_class_spec(gpu_class: Any) -> GpuClassSpec:
+    """The one way to read a GPU class as plain data: from a catalog row or any object with the
+    spec's fields (a class without a product label, such as the request rules' facts, gets "")."""
+    return GpuClassSpec(
+        name=gpu_class.name,
+        sharing_mode=gpu_class.sharing_mode,
+        memory_mib=gpu_class.memory_mib,
+        product_label=getattr(gpu_class, "product_label", "") or "",
+        timeslice_replicas=gpu_class.timeslice_replicas,
+        mig_profiles=tuple(gpu_class.mig_profiles or ()),
+        hami_split_count=gpu_class.hami_split_count,
+        enabled=gpu_class.enabled,
+        allocation_mode=getattr(gpu_class, "allocation_mode", "") or ALLOCATION_DEVICE_PLUGIN,
+    )
+
+
+def allocation_mode_error(*, allocation_mode: str, sharing_mode: str) -> str | None:
+    """Why a class cannot be allocated this way, or None. HAMi's virtual GPUs come from its own
+    device plugin and scheduler extender: NVIDIA's DRA driver does not publish them."""
+    if allocation_mode not in ALLOCATION_MODES:
+        return f"Unknown allocation mode {allocation_mode!r}."
+    if allocation_mode == ALLOCATION_DRA and sharing_mode == SHARING_HAMI:
+        return (
+            "HAMi virtual GPUs are allocated by HAMi's device plugin; choose whole GPUs, "
+            "time-slicing or MIG for Dynamic Resource Allocation."
+        )
+    return None
 
 
 def mig_profile_memory_mib(profile: str) -> int | None:
@@ -134,6 +187,86 @@ def image_reference_problem(reference: str) -> str | None:
             "registry.example.com/team/pytorch:2.4 or ghcr.io/org/image@sha256:…"
         )
     return None
+
+
+# --- images on the nodes ------------------------------------------------------------------------
+
+# Whether a catalog image is on a cluster, from the images its nodes report (node.status.images:
+# what the kubelet holds, by every name and digest it knows them by).
+IMAGE_AVAILABLE = "available"  # on at least one node
+IMAGE_MISSING = "missing"  # every node reports its images, and none holds this one
+# Some node reports no images at all (simulated nodes) and none holds it: it may be there, so
+# this is never a refusal.
+IMAGE_UNKNOWN = "unknown"
+
+
+def reference_keys(reference: str) -> frozenset[str]:
+    """The names one image reference is matched by, normalised as container runtimes do:
+    ``pytorch/pytorch`` is ``docker.io/pytorch/pytorch:latest``, ``python:3`` is
+    ``docker.io/library/python:3``; a digest also matches as ``repo@sha256:…``."""
+    text = reference.strip()
+    name, _, digest = text.partition("@")
+    tag = ""
+    if name.rfind(":") > name.rfind("/"):
+        name, tag = name.rsplit(":", 1)
+    first, slash, rest = name.partition("/")
+    if not slash or not ("." in first or ":" in first or first == "localhost"):
+        first, rest = "docker.io", name
+    if first in ("index.docker.io", "registry-1.docker.io"):
+        first = "docker.io"
+    if first == "docker.io" and "/" not in rest:
+        rest = f"library/{rest}"
+    repo = f"{first}/{rest}".lower()
+    keys = set()
+    if digest:
+        keys.add(f"{repo}@{digest}")
+    if tag or not digest:
+        keys.add(f"{repo}:{tag or 'latest'}")
+    return frozenset(keys)
+
+
+@dataclass(frozen=True)
+class NodeImages:
+    cluster: str
+    node: str
+    images: tuple[str, ...]  # as the node reports them; empty: it reports none
+
+
+@dataclass(frozen=True)
+class ImageOnCluster:
+    """One catalog image on one cluster."""
+
+    cluster: str
+    status: str  # IMAGE_AVAILABLE, IMAGE_MISSING or IMAGE_UNKNOWN
+    nodes: int  # the nodes that hold it
+    reporting: int  # the nodes that report their images
+
+
+def images_on_clusters(
+    references: dict[str, str], nodes: Sequence[NodeImages]
+) -> dict[str, tuple[ImageOnCluster, ...]]:
+    """For each catalog image (name → reference), whether each cluster of ``nodes`` holds it,
+    by cluster name."""
+    clusters = sorted({n.cluster for n in nodes})
+    held = {
+        (n.cluster, n.node): frozenset().union(*(reference_keys(i) for i in n.images))
+        for n in nodes
+    }
+    found: dict[str, tuple[ImageOnCluster, ...]] = {}
+    for name, reference in references.items():
+        keys = reference_keys(reference)
+        rows = []
+        for cluster in clusters:
+            mine = [n for n in nodes if n.cluster == cluster]
+            reporting = [n for n in mine if n.images]
+            holders = sum(1 for n in reporting if keys & held[(n.cluster, n.node)])
+            if holders:
+                status = IMAGE_AVAILABLE
+            else:
+                status = IMAGE_MISSING if len(reporting) == len(mine) else IMAGE_UNKNOWN
+            rows.append(ImageOnCluster(cluster, status, holders, len(reporting)))
+        found[name] = tuple(rows)
+    return found
 
 
 # --- nodes that take no new work ---------------------------------------------------------

@@ -36,6 +36,19 @@ class GpuClass(models.Model):
     hami_split_count = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text="HAMi: virtual GPUs per physical GPU."
     )
+
+    class Allocation(models.TextChoices):
+        DEVICE_PLUGIN = core.ALLOCATION_DEVICE_PLUGIN, "Device plugin (extended resources)"
+        DRA = core.ALLOCATION_DRA, "Dynamic Resource Allocation (ResourceClaims)"
+
+    allocation_mode = models.CharField(
+        max_length=16,
+        choices=Allocation.choices,
+        default=Allocation.DEVICE_PLUGIN,
+        help_text="How pods get these GPUs: nvidia.com/* extended resources of the device "
+        "plugin, or ResourceClaims on the devices NVIDIA's DRA driver publishes "
+        "(gpu.nvidia.com). Switching keeps running work as it is; new work gets the new way.",
+    )
     hourly_cost = models.DecimalField(
         "hourly cost per GPU",
         max_digits=10,
@@ -61,16 +74,7 @@ class GpuClass(models.Model):
 
     def spec(self) -> core.GpuClassSpec:
         """This class as plain data for the pure cores (scheduler, resource mapping, manifests)."""
-        return core.GpuClassSpec(
-            name=self.name,
-            sharing_mode=self.sharing_mode,
-            memory_mib=self.memory_mib,
-            product_label=self.product_label,
-            timeslice_replicas=self.timeslice_replicas,
-            mig_profiles=tuple(self.mig_profiles or ()),
-            hami_split_count=self.hami_split_count,
-            enabled=self.enabled,
-        )
+        return core.gpu_class_spec(self)
 
     def clean(self) -> None:
         profiles = self.mig_profiles if isinstance(self.mig_profiles, list) else None
@@ -83,6 +87,11 @@ class GpuClass(models.Model):
             mig_profiles=profiles,
             hami_split_count=self.hami_split_count,
         )
+        allocation = core.allocation_mode_error(
+            allocation_mode=self.allocation_mode, sharing_mode=self.sharing_mode
+        )
+        if allocation:
+            errors["allocation_mode"] = allocation
         if errors:
             raise ValidationError(errors)
 
@@ -210,6 +219,13 @@ class ClusterNode(models.Model):
     memory_mib = models.PositiveBigIntegerField(default=0)
     labels = models.JSONField(default=dict, blank=True)
     allocatable = models.JSONField(default=dict, blank=True)
+    images = models.JSONField(
+        default=list,
+        blank=True,
+        db_default=[],
+        help_text="The image names the node reports it holds (status.images); empty: it reports "
+        "none, so which images it has is unknown.",
+    )
     schedulable = models.BooleanField(default=True)
     ready = models.BooleanField(default=True)
     last_seen_at = models.DateTimeField(default=timezone.now)

@@ -5,11 +5,26 @@ read the mapping from here."""
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from apps.catalog import core as catalog_core
 from apps.catalog.core import GpuClassSpec
+
+# The node labels of NVIDIA's GPU feature discovery: the GPUs' product (what a class's
+# product_label names), how many a node has, and the nodes that have any.
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_NODES_SELECTOR = "nvidia.com/gpu.present=true"
+# The extended resource of one MIG instance is this prefix and the profile (nvidia.com/mig-1g.10gb).
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def mig_resource(profile: str) -> str:
+    """The extended resource the device plugin advertises for an instance of ``profile``."""
+    return f"{MIG_RESOURCE_PREFIX}{profile}"
 
 
 class ResourceMappingError(ValueError):
@@ -69,7 +84,7 @@ def gpu_resources(milli: int, gpu: GpuClassSpec) -> GpuResources:
             )
         profile = mig_profile_for(milli, gpu)
         return GpuResources(
-            {f"nvidia.com/mig-{profile}": "1"},
+            {mig_resource(profile): "1"},
             f"{milli / 1000:g} × {gpu.name} → MIG {profile}",
             True,
         )
@@ -97,6 +112,49 @@ def gpu_resources(milli: int, gpu: GpuClassSpec) -> GpuResources:
             True,
         )
     raise ResourceMappingError(f"Unknown sharing mode {mode!r}.")
+
+
+def node_sharing_mode(labels: Mapping[str, str], allocatable: Mapping[str, object]) -> str:
+    """The sharing mode a node offers its GPUs in, read back from the resources it advertises
+    (what :func:`gpu_resources` asks for in each mode) and its time-slicing label."""
+    if any(k.startswith(MIG_RESOURCE_PREFIX) for k in allocatable):
+        return catalog_core.SHARING_MIG
+    if "nvidia.com/gpumem" in allocatable:
+        return catalog_core.SHARING_HAMI
+    if (
+        "nvidia.com/gpu.shared" in allocatable
+        or labels.get("nvidia.com/gpu.sharing-strategy") == "time-slicing"
+    ):
+        return catalog_core.SHARING_TIMESLICE
+    return catalog_core.SHARING_WHOLE
+
+
+def quota_resources(limit_milli: int, gpu: GpuClassSpec) -> dict[str, int]:
+    """What a team's limit of ``limit_milli`` milli-GPU on ``gpu`` allows of each extended
+    resource, for its namespace's ResourceQuota (classes sharing a resource add up there).
+
+    Whole GPUs and time slices as many as the limit buys; a MIG class caps each profile at
+    the number of instances the limit could buy; a HAMi class caps both vGPUs and their
+    memory. A mode the catalog does not know allows nothing."""
+    mode = gpu.sharing_mode
+    if mode == catalog_core.SHARING_WHOLE:
+        return {"nvidia.com/gpu": limit_milli // 1000}
+    if mode == catalog_core.SHARING_TIMESLICE:
+        return {"nvidia.com/gpu.shared": limit_milli * (gpu.timeslice_replicas or 1) // 1000}
+    if mode == catalog_core.SHARING_MIG:
+        allowed: dict[str, int] = {}
+        for profile in gpu.mig_profiles:
+            memory = catalog_core.mig_profile_memory_mib(profile) or gpu.memory_mib
+            per_instance_milli = max(1, math.ceil(memory * 1000 / gpu.memory_mib))
+            resource = mig_resource(profile)
+            allowed[resource] = allowed.get(resource, 0) + limit_milli // per_instance_milli
+        return allowed
+    if mode == catalog_core.SHARING_HAMI:
+        return {
+            "nvidia.com/gpu": limit_milli * (gpu.hami_split_count or 1) // 1000,
+            "nvidia.com/gpumem": limit_milli * gpu.memory_mib // 1000,
+        }
+    return {}
 
 
 # A MIG-capable GPU (A100, H100, H200) has seven compute slices; a profile ``<n>g.<m>gb`` gets
@@ -151,3 +209,150 @@ def charged_milli(milli: int, gpu: GpuClassSpec) -> int:
     cores = int(resources.limits["nvidia.com/gpucores"]) * HAMI_CORE_MILLI
     memory = _ceil_div(int(resources.limits["nvidia.com/gpumem"]) * 1000, max(1, gpu.memory_mib))
     return min(1000, max(cores, memory))
+
+
+# --- Dynamic Resource Allocation ---------------------------------------------------------------
+# A class allocated through DRA asks for devices of NVIDIA's DRA driver (driver gpu.nvidia.com)
+# in a ResourceClaim per replica instead of extended resources. The device classes are the ones
+# the driver installs: gpu.nvidia.com (whole GPUs, device type "gpu") and mig.nvidia.com (MIG
+# devices, type "mig"). A time-sliced GPU is one device that allows several allocations, each
+# consuming part of its memory capacity (consumable capacity, KEP-5075): a class of R slices
+# per GPU asks for k × (memory ÷ R).
+DRA_DRIVER = "gpu.nvidia.com"
+GPU_DEVICE_CLASS = "gpu.nvidia.com"
+MIG_DEVICE_CLASS = "mig.nvidia.com"
+DEVICE_TYPE_GPU = "gpu"
+DEVICE_TYPE_MIG = "mig"
+# The capacity a shared GPU's claims consume.
+SHARED_CAPACITY = "memory"
+
+
+def device_attribute(name: str) -> str:
+    """A CEL reference to an attribute of the driver's devices."""
+    return f'device.attributes["{DRA_DRIVER}"].{name}'
+
+
+def cel_string(value: str) -> str:
+    """A CEL string literal (JSON escaping is valid CEL)."""
+    return json.dumps(value)
+
+
+def cel_in(name: str, values: Sequence[str]) -> str:
+    return f"{device_attribute(name)} in [{', '.join(cel_string(v) for v in values)}]"
+
+
+def product_selector(product_label: str) -> str:
+    """The class's product as a selector on the device's productName: the driver reports NVML's
+    name ("NVIDIA H100 80GB HBM3"), GPU feature discovery's label is the same with dashes for
+    spaces (NVIDIA-H100-80GB-HBM3), which is what a class names."""
+    return f'{device_attribute("productName")}.replace(" ", "-") == {cel_string(product_label)}'
+
+
+@dataclass(frozen=True)
+class DeviceRequest:
+    """One request of a replica's ResourceClaim: ``count`` devices of ``device_class`` matching
+    every selector; ``capacity_mib``: the memory each one consumes of a shared GPU."""
+
+    name: str
+    device_class: str
+    count: int
+    selectors: tuple[str, ...]
+    capacity_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuClaim:
+    """What one replica claims through DRA, and how to show it to a person."""
+
+    requests: tuple[DeviceRequest, ...]
+    description: str
+
+
+def timeslice_step_mib(gpu: GpuClassSpec) -> int:
+    """The memory one time slice of a shared GPU stands for in its claims (whole MiB)."""
+    return max(1, gpu.memory_mib // max(1, gpu.timeslice_replicas or 1))
+
+
+def gpu_claim(milli: int, gpu: GpuClassSpec) -> GpuClaim:
+    """The devices one replica of ``milli`` on ``gpu`` claims through DRA: the same amounts
+    :func:`gpu_resources` asks of the device plugin (and refuses the same requests).
+
+    - whole: ``ceil(milli/1000)`` GPUs of the class's product, exactly;
+    - mig: one MIG device of the profile :func:`mig_profile_for` picks;
+    - timeslice: whole GPUs at their full capacity for every R slices, and the rest as one
+      shared GPU's capacity (slices × memory/R).
+    """
+    resources = gpu_resources(milli, gpu)
+    product = product_selector(gpu.product_label) if gpu.product_label else ""
+    selectors = (product,) if product else ()
+    mode = gpu.sharing_mode
+    if mode == catalog_core.SHARING_WHOLE:
+        count = int(resources.limits["nvidia.com/gpu"])
+        request = DeviceRequest("gpu", GPU_DEVICE_CLASS, count, selectors)
+        return GpuClaim((request,), resources.description)
+    if mode == catalog_core.SHARING_MIG:
+        return mig_claim(mig_profile_for(milli, gpu), gpu, resources.description)
+    if mode == catalog_core.SHARING_TIMESLICE:
+        replicas = gpu.timeslice_replicas or 1
+        step = timeslice_step_mib(gpu)
+        whole, part = divmod(int(resources.limits["nvidia.com/gpu.shared"]), replicas)
+        requests = []
+        if whole:
+            requests.append(
+                DeviceRequest("gpu", GPU_DEVICE_CLASS, whole, selectors, step * replicas)
+            )
+        if part:
+            name = "gpu-part" if whole else "gpu"
+            requests.append(DeviceRequest(name, GPU_DEVICE_CLASS, 1, selectors, step * part))
+        return GpuClaim(tuple(requests), resources.description)
+    raise ResourceMappingError(
+        f"{gpu.name} ({mode}) cannot be allocated through Dynamic Resource Allocation."
+    )
+
+
+def mig_claim(profile: str, gpu: GpuClassSpec, description: str = "") -> GpuClaim:
+    """One MIG device of ``profile`` on a GPU of the class's product (the profile the scheduler
+    placed a request on)."""
+    selectors = (product_selector(gpu.product_label),) if gpu.product_label else ()
+    mig = (*selectors, f"{device_attribute('profile')} == {cel_string(profile)}")
+    shown = description or f"MIG {profile} of {gpu.name}"
+    return GpuClaim((DeviceRequest("gpu", MIG_DEVICE_CLASS, 1, mig),), shown)
+
+
+@dataclass(frozen=True)
+class AllocatedDevice:
+    """One device of a claim's allocation (status.allocation.devices.results joined to its
+    ResourceSlice), as the charge reads it."""
+
+    type: str  # DEVICE_TYPE_GPU or DEVICE_TYPE_MIG
+    profile: str = ""  # a MIG device's profile
+    consumed_mib: int | None = None  # a shared GPU: the capacity this allocation consumed
+
+
+def mig_profile_charge(profile: str, gpu: GpuClassSpec) -> int:
+    """A MIG instance's charge: the larger of its compute (n/7) and memory shares, ≤ 1000."""
+    match = catalog_core.MIG_PROFILE_RE.match(profile)
+    slices = int(match.group("slices")) if match else MIG_COMPUTE_SLICES
+    profile_mib = catalog_core.mig_profile_memory_mib(profile) or gpu.memory_mib
+    compute = _ceil_div(slices * 1000, MIG_COMPUTE_SLICES)
+    memory = _ceil_div(profile_mib * 1000, max(1, gpu.memory_mib))
+    return min(1000, max(compute, memory))
+
+
+def allocation_charge_milli(devices: Sequence[AllocatedDevice], gpu: GpuClassSpec) -> int:
+    """Milli-GPU a replica's allocated devices are charged: a whole GPU 1000; a MIG device as
+    :func:`mig_profile_charge`; a shared GPU its consumed capacity in whole slices,
+    ``ceil(slices·1000/R)`` — the charge :func:`charged_milli` gives the request it was
+    claimed for."""
+    total = 0
+    replicas = gpu.timeslice_replicas or 1
+    step = timeslice_step_mib(gpu)
+    for device in devices:
+        if device.type == DEVICE_TYPE_MIG:
+            total += mig_profile_charge(device.profile, gpu)
+        elif device.consumed_mib is not None and gpu.sharing_mode == catalog_core.SHARING_TIMESLICE:
+            slices = min(replicas, _ceil_div(device.consumed_mib, step))
+            total += _ceil_div(slices * 1000, replicas)
+        else:
+            total += 1000
+    return total

@@ -68,3 +68,22 @@ def nodes_being_drained(*, now: datetime) -> QuerySet[NodeMaintenance]:
     return NodeMaintenance.objects.filter(
         drain=True, starts_at__lte=now, ends_at__gt=now
     ).select_related("node", "node__cluster")
+
+
+def image_availability(
+    images: Iterable[Image], *, gpu_class: GpuClass | None = None
+) -> dict[str, tuple[core.ImageOnCluster, ...]]:
+    """For each image (by name), whether each enabled cluster holds it: on the GPU nodes of the
+    inventory (those of ``gpu_class`` that take work, when given), from the images they report.
+    One query. The inventory is the cache: it is refreshed from the nodes' status by every
+    inventory pass (ORCHESTRATION_INVENTORY_SECONDS) and, with watches, at each node change."""
+    nodes = (
+        ready_nodes(gpu_class)
+        if gpu_class is not None
+        else ClusterNode.objects.filter(cluster__enabled=True)
+    )
+    rows = [
+        core.NodeImages(cluster, name, tuple(str(i) for i in held or ()))
+        for cluster, name, held in nodes.values_list("cluster__name", "name", "images")
+    ]
+    return core.images_on_clusters({i.name: i.reference for i in images}, rows)

@@ -14,15 +14,24 @@ def client_ip(request: HttpRequest) -> str | None:
     N-th entry from the right is then the address the outermost trusted proxy saw, and
     anything the client wrote itself stands to the left of it and is never read. With N = 0
     the header is ignored and the TCP peer (``REMOTE_ADDR``) is the caller. A header with
-    fewer than N entries did not come through the proxies: the TCP peer is used.
+    fewer than N entries did not come through the proxies, and an entry that is not an
+    address was not written by one: the TCP peer is used for both.
     """
     hops = settings.TRUSTED_PROXY_COUNT
     if hops > 0:
         forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
         parts = [p.strip() for p in forwarded.split(",") if p.strip()]
-        if len(parts) >= hops:
+        if len(parts) >= hops and _address(parts[-hops]):
             return parts[-hops]
     return request.META.get("REMOTE_ADDR") or None
+
+
+def _address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _loopback(address: str | None) -> bool:

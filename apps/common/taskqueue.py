@@ -60,6 +60,7 @@ CREDENTIAL_REMOVE: TaskRef[[str, str]] = TaskRef(
 RECONCILE_ALL: TaskRef[[]] = TaskRef("orchestration.reconcile_all")
 STATUS_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.status_sync_all")
 INVENTORY_SYNC_ALL: TaskRef[[]] = TaskRef("orchestration.inventory_sync_all")
+TRIAL_METRICS_ALL: TaskRef[[]] = TaskRef("orchestration.trial_metrics_all")
 DRIFT_REPAIR_ALL: TaskRef[[]] = TaskRef("orchestration.drift_repair_all")
 LOG_ARCHIVE_PURGE: TaskRef[[]] = TaskRef("orchestration.log_archive_purge")
 
@@ -71,6 +72,7 @@ QUOTA_GRANT_BOUNDARIES: TaskRef[[]] = TaskRef("quotas.grant_boundaries")
 RESERVATION_BOUNDARIES: TaskRef[[]] = TaskRef("reservations.boundaries")
 NOTICE_DELIVER: TaskRef[[int]] = TaskRef("notifications.deliver", ("delivery_id",))
 NOTICE_SWEEP: TaskRef[[]] = TaskRef("notifications.sweep")
+NOTICE_DIGEST: TaskRef[[]] = TaskRef("notifications.digest")
 
 SERVING_AUTOSCALE: TaskRef[[]] = TaskRef("serving.autoscale")
 SERVING_SAMPLES_PURGE: TaskRef[[]] = TaskRef("serving.samples_purge")
@@ -86,6 +88,7 @@ REGISTRY: tuple[TaskRef, ...] = (
     RECONCILE_ALL,
     STATUS_SYNC_ALL,
     INVENTORY_SYNC_ALL,
+    TRIAL_METRICS_ALL,
     DRIFT_REPAIR_ALL,
     LOG_ARCHIVE_PURGE,
     TELEMETRY_INGEST,
@@ -95,6 +98,7 @@ REGISTRY: tuple[TaskRef, ...] = (
     RESERVATION_BOUNDARIES,
     NOTICE_DELIVER,
     NOTICE_SWEEP,
+    NOTICE_DIGEST,
     SERVING_AUTOSCALE,
     SERVING_SAMPLES_PURGE,
 )

@@ -58,32 +58,3 @@ class Secret(models.Model):
     @property
     def owner_username(self) -> str | None:
         return self.owner.get_username() if self.owner is not None else None
-
-
-class EndpointKey(models.Model):
-    """A key applications call one inference endpoint with. Only its digest is stored; the key
-    is shown once, when created. Revoked keys stay listed (who made it, when it was last used)
-    and open nothing."""
-
-    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="endpoint_keys")
-    # The endpoint (an inference workload of the team) by id: workloads sit above this app.
-    endpoint_id = models.PositiveIntegerField(db_index=True)
-    name = models.CharField(max_length=core.MAX_KEY_NAME_LENGTH)
-    lookup = models.CharField(max_length=16, help_text="Shown to tell keys apart.")
-    digest = models.CharField(max_length=64, unique=True, editable=False)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(default=timezone.now)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({core.ENDPOINT_KEY_PREFIX}_{self.lookup}_…)"
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None

@@ -6,7 +6,7 @@ from django.db.models import Q, QuerySet
 
 from apps.accounts.models import Team, User
 from apps.credentials import core
-from apps.credentials.models import EndpointKey, Secret
+from apps.credentials.models import Secret
 
 
 def secrets_usable_by(user: User, team: Team) -> QuerySet[Secret]:
@@ -32,19 +32,3 @@ def secret_for_user(user: User, team: Team, name: str, *, scope: str = "") -> Se
     if not found:
         raise Secret.DoesNotExist(f"No secret {name} in {team.slug}.")
     return found[0]
-
-
-def endpoint_key_matches(*, endpoint_id: int, plaintext: str) -> EndpointKey | None:
-    """The live key of this endpoint a call presents, or None (no key, a wrong, revoked or
-    other endpoint's key)."""
-    if not plaintext:
-        return None
-    return EndpointKey.objects.filter(
-        endpoint_id=endpoint_id,
-        digest=core.endpoint_key_digest(plaintext),
-        revoked_at__isnull=True,
-    ).first()
-
-
-def endpoint_keys(*, endpoint_id: int) -> list[EndpointKey]:
-    return list(EndpointKey.objects.filter(endpoint_id=endpoint_id).select_related("created_by"))

@@ -8,9 +8,11 @@ object with ``text``, which both Slack's and Microsoft Teams' incoming webhooks 
 from __future__ import annotations
 
 import ipaddress
+import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from urllib.parse import urlsplit
 
@@ -46,22 +48,36 @@ EVENT_LABELS: dict[NoticeEvent, str] = {
 }
 
 
+# What a workload does in the normal course of things: worth a line in a daily digest, not a
+# notice each (one lead got 23 in 15 minutes). Everything else needs someone's attention.
+ROUTINE_EVENTS = frozenset({NoticeEvent.ADMITTED, NoticeEvent.RUNNING, NoticeEvent.FINISHED})
+ATTENTION_EVENTS = frozenset(NoticeEvent) - ROUTINE_EVENTS
+
+
 class Channel(StrEnum):
     EMAIL = "email"
     WEBHOOK = "webhook"
     PORTAL = "portal"
+    DIGEST = "digest"  # one e-mail a day, grouped per workload
 
 
 CHANNEL_LABELS: dict[Channel, str] = {
     Channel.EMAIL: "E-mail",
     Channel.WEBHOOK: "Webhook",
     Channel.PORTAL: "Portal",
+    Channel.DIGEST: "Daily e-mail digest",
 }
+# Channels with a delivery per notice (the portal shows the notice itself; the digest is sent
+# once a day for all of them).
+DELIVERED_CHANNELS = (Channel.EMAIL, Channel.WEBHOOK)
 
-# Until a user chooses: everything in the portal; by e-mail only what needs action or ends
-# work unexpectedly; nothing by webhook (there is no URL yet).
+# Until a user chooses: in the portal what needs attention (failures, preemptions, idle
+# warnings, decisions, budget thresholds …); the routine admitted, running and finished in the
+# daily digest; by e-mail only what needs action or ends work unexpectedly; nothing by webhook
+# (there is no URL yet).
 DEFAULT_EVENTS: dict[Channel, frozenset[NoticeEvent]] = {
-    Channel.PORTAL: frozenset(NoticeEvent),
+    Channel.PORTAL: ATTENTION_EVENTS,
+    Channel.DIGEST: ROUTINE_EVENTS,
     Channel.EMAIL: frozenset(
         {
             NoticeEvent.FAILED,
@@ -101,6 +117,7 @@ def channels_for(prefs: Preferences, event: NoticeEvent) -> frozenset[Channel]:
     chosen = {channel for channel, events in prefs.events.items() if event in events}
     if not prefs.email_address:
         chosen.discard(Channel.EMAIL)
+        chosen.discard(Channel.DIGEST)
     if not prefs.webhook_url:
         chosen.discard(Channel.WEBHOOK)
     return frozenset(chosen)
@@ -157,8 +174,9 @@ def webhook_url_check(url: str, *, allow_loopback: bool) -> str:
     literal = _ip_literal(host)
     if literal is not None and not address_allowed(literal, allow_loopback=False):
         raise WebhookUrlError("Webhooks cannot point at private, local or reserved addresses.")
+    name = host.removesuffix(".")  # "intranet." is the name "intranet", rooted
     if literal is None and (
-        host.endswith((".local", ".internal", ".localhost")) or "." not in host
+        name.endswith((".local", ".internal", ".localhost")) or "." not in name
     ):
         raise WebhookUrlError("Use a public host name (internal names are not called).")
     if port is not None and port not in {443, 8443}:
@@ -166,15 +184,58 @@ def webhook_url_check(url: str, *, allow_loopback: bool) -> str:
     return url
 
 
-def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
+_NUMBER_PART = re.compile(r"0[xX][0-9a-fA-F]*|[0-9]+")
+
+
+def _inet_aton(name: str) -> ipaddress.IPv4Address | None:
+    """``name`` read as the C library's inet_aton reads it, which is what the resolver does with
+    a numeric host before any DNS lookup: one to four parts, each decimal, octal (a leading 0)
+    or hex (0x); the last part fills the bytes left (``127.1`` is 127.0.0.1, ``0x7f000001``
+    too). None when it is not numeric at all; WebhookUrlError when it looks numeric but no
+    resolver reads it (``08.0.0.1``, ``256.0.0.1``)."""
+    parts = name.split(".")
+    if not all(_NUMBER_PART.fullmatch(p) for p in parts):
         return None
+    problem = WebhookUrlError(f"{name} is neither a host name nor an address.")
+    if len(parts) > 4:
+        raise problem
+    numbers = []
+    for part in parts:
+        if part[:2].lower() == "0x":
+            numbers.append(int(part[2:] or "0", 16))
+        elif len(part) > 1 and part.startswith("0"):
+            if not set(part) <= set("01234567"):
+                raise problem
+            numbers.append(int(part, 8))
+        else:
+            numbers.append(int(part))
+    *leading, last = numbers
+    if any(n > 255 for n in leading) or last >= 256 ** (4 - len(leading)):
+        raise problem
+    value = last
+    for index, number in enumerate(leading):
+        value += number << (8 * (3 - index))
+    return ipaddress.IPv4Address(value)
+
+
+def host_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a URL's host names by itself, as the resolver reads it (a trailing dot,
+    ``[v6]`` brackets and inet_aton's short, octal and hex forms included); None for a name
+    only DNS can answer."""
+    name = host.strip("[]").removesuffix(".")
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return _inet_aton(name)
+
+
+def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    return host_address(host)
 
 
 def _is_loopback_host(host: str) -> bool:
-    if host == "localhost":
+    name = host.removesuffix(".")
+    if name == "localhost":
         return True
     literal = _ip_literal(host)
     return literal is not None and literal.is_loopback
@@ -263,3 +324,79 @@ class DeliveryStatus(StrEnum):
 def retry_delay_seconds(attempts: int, *, base: int = 30, cap: int = 3600) -> int:
     """Seconds before the next attempt after ``attempts`` failures: doubling, capped."""
     return int(min(cap, base * 2 ** max(0, attempts - 1)))
+
+
+# --- the daily digest ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DigestItem:
+    """One notice as the digest reads it."""
+
+    event: NoticeEvent
+    title: str
+    link: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class DigestGroup:
+    """What happened to one workload (notices with the same link), in order."""
+
+    link: str
+    items: tuple[DigestItem, ...]
+
+    @property
+    def headline(self) -> str:
+        return self.items[-1].title
+
+
+def digest_groups(items: Iterable[DigestItem]) -> list[DigestGroup]:
+    """Notices grouped per workload (their link; a notice without one is its own group),
+    groups in the order of their first notice, each group's notices oldest first."""
+    groups: dict[str, list[DigestItem]] = {}
+    for n, item in enumerate(sorted(items, key=lambda i: i.at)):
+        groups.setdefault(item.link or f"#{n}", []).append(item)
+    return [
+        DigestGroup(link if not link.startswith("#") else "", tuple(found))
+        for link, found in groups.items()
+    ]
+
+
+def digest_message(
+    *,
+    groups: Sequence[DigestGroup],
+    day: str,
+    site_name: str,
+    prefs_url: str,
+    absolute: Callable[[str], str],
+) -> Message:
+    """The daily digest: one e-mail, one paragraph per workload."""
+    count = sum(len(g.items) for g in groups)
+    subject = f"[{site_name}] {day}: {count} updates on {len(groups)} workloads"
+    lines = [f"What happened to your workloads on {day}:", ""]
+    blocks = []
+    for g in groups:
+        steps = ", ".join(
+            f"{EVENT_LABELS[i.event].split()[-1].lower()} {i.at:%H:%M}" for i in g.items
+        )
+        lines.append(f"- {g.headline} ({steps})")
+        link = absolute(g.link) if g.link else ""
+        if link:
+            lines.append(f"  {link}")
+        title = _escape(g.headline)
+        blocks.append(
+            f'<li><a href="{_escape(link)}">{title}</a> · {_escape(steps)}</li>'
+            if link
+            else f"<li>{title} · {_escape(steps)}</li>"
+        )
+    lines += ["", "--", f"Daily digest (times in UTC). Choose what you hear about: {prefs_url}"]
+    html = (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_escape(subject)}</title></head>"
+        '<body style="font-family:system-ui,sans-serif;max-width:600px;margin:24px auto">'
+        f"<p>What happened to your workloads on {_escape(day)}:</p><ul>{''.join(blocks)}</ul>"
+        f'<p style="color:#555;font-size:13px">Daily digest (times in UTC). '
+        f'<a href="{_escape(prefs_url)}">Choose what you hear about</a>.</p></body></html>'
+    )
+    return Message(subject=subject, text="\n".join(lines), html=html)

@@ -59,6 +59,7 @@ class NotificationPreference(models.Model):
     email_events = models.JSONField(default=list, blank=True)
     webhook_events = models.JSONField(default=list, blank=True)
     portal_events = models.JSONField(default=list, blank=True)
+    digest_events = models.JSONField(default=list, blank=True)
     webhook_url = models.CharField(max_length=core.WEBHOOK_URL_MAX_LENGTH, blank=True)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -74,7 +75,7 @@ class Delivery(models.Model):
     notice = models.ForeignKey(Notice, on_delete=models.CASCADE, related_name="deliveries")
     channel = models.CharField(
         max_length=10,
-        choices=[(c.value, core.CHANNEL_LABELS[c]) for c in core.Channel if c != "portal"],
+        choices=[(c.value, core.CHANNEL_LABELS[c]) for c in core.DELIVERED_CHANNELS],
     )
     # Where it goes, fixed when the notice was made (the address or URL then chosen).
     target = models.CharField(max_length=core.WEBHOOK_URL_MAX_LENGTH)
@@ -105,3 +106,21 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} of notice {self.notice_id}: {self.status}"
+
+
+class DigestSent(models.Model):
+    """A user's daily digest of one day, sent: at most one per (user, day), whatever the
+    retries or the number of workers."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    notices = models.PositiveIntegerField(default=0)
+    sent_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "day"], name="digest_once_per_user_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"digest of {self.day} for {self.user}"

@@ -19,6 +19,7 @@ def _prefs_from_row(row: NotificationPreference | None, *, email: str) -> core.P
             core.Channel.EMAIL: _known(row.email_events),
             core.Channel.WEBHOOK: _known(row.webhook_events),
             core.Channel.PORTAL: _known(row.portal_events),
+            core.Channel.DIGEST: _known(row.digest_events),
         },
         email_address=email,
         webhook_url=row.webhook_url,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -20,7 +20,7 @@ from apps.accounts.models import Team, User
 from apps.audit.services import audit_record
 from apps.common import taskqueue
 from apps.notifications import core, selectors, transport
-from apps.notifications.models import Delivery, Notice, NotificationPreference
+from apps.notifications.models import Delivery, DigestSent, Notice, NotificationPreference
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +283,7 @@ def notification_preferences_set(
     webhook_events: Sequence[str],
     portal_events: Sequence[str],
     webhook_url: str,
+    digest_events: Sequence[str] | None = None,
     source_ip: str | None = None,
 ) -> NotificationPreference:
     """Record the actor's own choices. Unknown events raise ``ValueError``; a webhook URL the
@@ -292,6 +293,8 @@ def notification_preferences_set(
         "webhook_events": sorted(core.parse_events(webhook_events)),
         "portal_events": sorted(core.parse_events(portal_events)),
     }
+    if digest_events is not None:  # None: as chosen before (a client that does not know it)
+        events["digest_events"] = sorted(core.parse_events(digest_events))
     url = (
         core.webhook_url_check(webhook_url, allow_loopback=settings.NOTIFY_WEBHOOK_ALLOW_LOOPBACK)
         if webhook_url.strip()
@@ -300,7 +303,9 @@ def notification_preferences_set(
     if events["webhook_events"] and not url:
         raise core.WebhookUrlError("Give a webhook URL, or choose no events for the webhook.")
     with transaction.atomic():
-        row, _ = NotificationPreference.objects.select_for_update().get_or_create(user=actor)
+        row, created = NotificationPreference.objects.select_for_update().get_or_create(user=actor)
+        if created and digest_events is None:  # a first choice keeps the digest's default
+            row.digest_events = sorted(core.DEFAULT_EVENTS[core.Channel.DIGEST])
         before = {k: getattr(row, k) for k in (*events, "webhook_url")}
         for name, value in events.items():
             setattr(row, name, [str(v) for v in value])
@@ -332,3 +337,57 @@ def notices_mark_read(*, user: User, ids: Iterable[int] | None = None) -> int:
     if ids is not None:
         rows = rows.filter(pk__in=list(ids))
     return rows.update(read_at=timezone.now())
+
+
+# --- the daily digest ---------------------------------------------------------------------------
+
+DIGEST_WINDOW = timedelta(days=1)
+
+
+def notice_digests_send(*, now: datetime | None = None) -> int:
+    """Send each user who chose the digest one e-mail with the day's notices of the events
+    they chose for it (by default admitted, running and finished), grouped per workload.
+    Covers the day before ``now`` (UTC); a user is sent at most one digest per day, so a retry
+    or a second worker sends nothing twice. Returns how many digests were sent."""
+    moment = now or timezone.now()
+    day = (moment - DIGEST_WINDOW).date()
+    if not settings.NOTIFY_EMAIL_ENABLED:
+        return 0
+    start = datetime.combine(day, time.min, tzinfo=UTC)
+    window = Notice.objects.filter(created__gte=start, created__lt=start + DIGEST_WINDOW)
+    users = User.objects.filter(pk__in=window.values("user_id"), is_active=True).exclude(
+        pk__in=DigestSent.objects.filter(day=day).values("user_id")
+    )
+    prefs = selectors.preferences_of_many(users)
+    sent = 0
+    for user in users:
+        pref = prefs[user.pk]
+        chosen = pref.events.get(core.Channel.DIGEST, frozenset())
+        if not chosen or not pref.email_address:
+            continue
+        items = [
+            core.DigestItem(core.NoticeEvent(n.event), n.title, n.link, n.created)
+            for n in window.filter(user=user, event__in=[e.value for e in chosen])
+        ]
+        if not items:
+            continue
+        try:
+            with transaction.atomic():
+                DigestSent.objects.create(user=user, day=day, notices=len(items))
+        except IntegrityError:  # sent meanwhile by another worker
+            continue
+        message = core.digest_message(
+            groups=core.digest_groups(items),
+            day=day.isoformat(),
+            site_name=settings.NOTIFY_SITE_NAME,
+            prefs_url=_absolute("/notifications/preferences/"),
+            absolute=_absolute,
+        )
+        try:
+            transport.send_email(to=pref.email_address, message=message)
+        except (transport.TransientError, transport.PermanentError) as exc:
+            log.warning("daily digest for %s not sent: %s", user.pk, exc)
+            DigestSent.objects.filter(user=user, day=day).delete()  # the next pass tries again
+            continue
+        sent += 1
+    return sent

@@ -1,4 +1,4 @@
-"""Thin Celery tasks: deliver one notice by one channel; the periodic sweep."""
+"""Thin Celery tasks: deliver one notice by one channel; the periodic sweep; the daily digest."""
 
 from __future__ import annotations
 
@@ -34,3 +34,8 @@ def notice_deliver(self: Task, delivery_id: int) -> None:
 @shared_task(name=taskqueue.NOTICE_SWEEP.name, ignore_result=True)
 def notice_sweep() -> None:
     services.deliveries_sweep()
+
+
+@shared_task(name=taskqueue.NOTICE_DIGEST.name, ignore_result=True)
+def notice_digest() -> None:
+    services.notice_digests_send()

@@ -10,6 +10,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from apps.orchestration import manifests as m
@@ -144,19 +145,96 @@ MAX_METRICS_LINE = 500
 
 def metrics_line(lines: Sequence[str]) -> str | None:
     """The last line of a log that reads as metrics: a JSON object, or only ``key=value`` pairs
-    (``loss=0.31 acc=0.92``), timestamp removed and at most 500 characters; None without one."""
+    (``loss=0.31 acc=0.92``), timestamp removed and at most 500 characters; None without one.
+    A checkpoint report alone (``{"checkpoint": {...}}``, :func:`checkpoint_entry`) is not a
+    metrics line: the metrics before it stay the run's metrics."""
+    found = metrics_entry(lines)
+    return found[0] if found else None
+
+
+def metrics_entry(lines: Sequence[str]) -> tuple[str, datetime | None] | None:
+    """:func:`metrics_line`, and when the line was written (its kubelet timestamp, if any)."""
     for raw in reversed(lines):
-        line = _TIMESTAMP.sub("", raw, count=1).strip()
+        stamp = _TIMESTAMP.match(raw)
+        line = raw[stamp.end() :].strip() if stamp else raw.strip()
         if not line:
             continue
+        at = _stamp_time(stamp.group(0)) if stamp else None
         if line.startswith("{") and line.endswith("}"):
             try:
-                if isinstance(json.loads(line), dict):
-                    return line[:MAX_METRICS_LINE]
+                data = json.loads(line)
             except ValueError:
-                pass
+                continue
+            if isinstance(data, dict) and set(data) != {CHECKPOINT_KEY}:
+                return line[:MAX_METRICS_LINE], at
             continue
         words = line.replace(",", " ").split()
         if words and all(_PAIR.match(w) for w in words):
-            return line[:MAX_METRICS_LINE]
+            return line[:MAX_METRICS_LINE], at
     return None
+
+
+# A program reports a checkpoint it has saved with one JSON line on its log (docs/checkpoints.md):
+#   {"checkpoint": {"step": 820, "at": "2026-12-02T08:00:00Z"}}
+# "step" and "at" are optional; the object may also ride on a metrics line.
+CHECKPOINT_KEY = "checkpoint"
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    """The last checkpoint a log reports: when it was saved and (if said) at which step."""
+
+    at: datetime
+    step: int | None
+
+
+def checkpoint_entry(lines: Sequence[str], *, now: datetime) -> CheckpointReport | None:
+    """The newest checkpoint reported in ``lines`` (with kubelet timestamps), None without one.
+
+    Its time is the line's kubelet timestamp: when the program said so, by the node's clock. An
+    ``at`` of its own counts only when earlier (a checkpoint reported after it was saved), never
+    later, so a program cannot claim a checkpoint newer than its line; nothing is later than
+    ``now``. Without a timestamp: ``at``, else ``now``."""
+    for raw in reversed(lines):
+        stamp = _TIMESTAMP.match(raw)
+        line = raw[stamp.end() :].strip() if stamp else raw.strip()
+        if not (line.startswith("{") and line.endswith("}") and CHECKPOINT_KEY in line):
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        report = data.get(CHECKPOINT_KEY) if isinstance(data, dict) else None
+        if not isinstance(report, dict):
+            continue
+        step = report.get("step")
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**63:
+            step = None
+        said = _iso_time(report.get("at"))
+        written = _stamp_time(stamp.group(0)) if stamp else None
+        at = min(t for t in (said, written, now) if t is not None)
+        return CheckpointReport(at=at, step=step)
+    return None
+
+
+def _iso_time(value: Any) -> datetime | None:
+    """An ISO 8601 time with its zone (``Z`` or an offset); None for anything else."""
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else None
+
+
+def _stamp_time(stamp: str) -> datetime | None:
+    text = stamp.strip().replace("Z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:  # at most microseconds: the kubelet writes nanoseconds
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        text = f"{head}.{rest[: min(digits, 6)]}{rest[digits:]}"
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None

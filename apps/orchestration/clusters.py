@@ -1,16 +1,35 @@
-"""API clients per registered cluster, built once per process and file version."""
+"""The registered clusters: which are enabled, which one a workload lives on, and their API
+clients, built once per process and file version."""
 
 from __future__ import annotations
 
 import os
 import threading
+from typing import TYPE_CHECKING
+
+from django.db.models import QuerySet
 
 from apps.catalog.models import Cluster
 from apps.orchestration.errors import ClusterConfigError
 from apps.orchestration.kube import Kube, api_client_from_config
 
+if TYPE_CHECKING:
+    from apps.workloads.models import Workload
+
 _lock = threading.Lock()
 _cache: dict[tuple[str, str, str, float], Kube] = {}
+
+
+def enabled_clusters() -> QuerySet[Cluster]:
+    return Cluster.objects.filter(enabled=True).order_by("name")
+
+
+def cluster_of(workload: Workload) -> Cluster | None:
+    """The workload's cluster: where it was admitted, else the only enabled cluster."""
+    if workload.cluster_id is not None:
+        return workload.cluster
+    clusters = list(enabled_clusters()[:2])
+    return clusters[0] if len(clusters) == 1 else None
 
 
 def kube_for(cluster: Cluster) -> Kube:

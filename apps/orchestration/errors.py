@@ -1,6 +1,6 @@
 """The one family of cluster errors, and the one answer both doors give for them.
 
-The adapter (:mod:`apps.orchestration.kube`) and the reads (:mod:`apps.orchestration.reads`)
+The adapter (:mod:`apps.orchestration.kube`) and the reads (:mod:`apps.orchestration.cluster_reads`)
 turn whatever the Kubernetes client raises into one of these; the portal and the API turn
 them into the same status and message with :func:`cluster_error_answer`.
 

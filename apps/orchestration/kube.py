@@ -415,6 +415,32 @@ class Kube:
             _request_timeout=timeout,
         )
 
+    def service_proxy_get(
+        self,
+        namespace: str,
+        service: str,
+        port: str,
+        path: str,
+        query: list[tuple[str, str]],
+        *,
+        timeout: float = 5.0,
+        backoff: Backoff | None = None,
+    ) -> Any:
+        """GET ``path`` of a Service's ready endpoint through the API server's proxy (the
+        portal need not be on the pods' network, and the team's NetworkPolicy lets in only the
+        ingress controller) and decode its JSON. The API server drops the Authorization header
+        it was sent: a credential for the upstream travels in ``query``."""
+        url = f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy{path}"
+
+        def read() -> Any:
+            response = self._raw_get(url, query, timeout=timeout)
+            try:
+                return json.loads(response.data)
+            finally:
+                response.release_conn()
+
+        return with_backoff(read, what=f"proxy GET {service}", backoff=backoff or self.backoff)
+
     def list_collection(
         self, api_version: str, kind: str, *, label_selector: str | None = None
     ) -> tuple[list[dict[str, Any]], str]:

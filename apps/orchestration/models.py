@@ -95,3 +95,22 @@ class HomeVolume(models.Model):
 
     def __str__(self) -> str:
         return f"{self.claim} in {self.team.namespace}"
+
+
+class LiveMetrics(models.Model):
+    """The last metrics line a running trial printed, read from the end of its pod's log while
+    it runs (``trial_metrics_pass``): what the trials table shows before the log is archived."""
+
+    workload = models.OneToOneField(Workload, on_delete=models.CASCADE, related_name="live_metrics")
+    line = models.CharField(max_length=500, blank=True, help_text="Empty: none printed yet.")
+    pod_name = models.CharField(max_length=253, help_text="The pod whose log it was read from.")
+    line_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the line was first read (its pod's time)."
+    )
+    read_at = models.DateTimeField(help_text="When the log was last read.")
+
+    class Meta:
+        indexes = [models.Index(fields=["read_at"], name="live_metrics_read_idx")]
+
+    def __str__(self) -> str:
+        return f"metrics of workload #{self.workload_id}"

@@ -34,6 +34,7 @@ from django.core import signing
 
 from apps.common.ratelimit import failures_per_window, rate_limiter
 from apps.orchestration import manifests as m
+from apps.orchestration.names import stored_name
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workload_may_open
@@ -85,16 +86,10 @@ def ingress_settings(ingress_name: str) -> dict[str, str]:
     }
 
 
-def stored_name(workload: Workload, kind: str, default: str = "") -> str:
-    """The name stored when the workload's object of this kind was created, else ``default``."""
-    ref = next((r for r in workload.k8s_objects or [] if r.get("kind") == kind), None)
-    return str(ref["name"]) if ref else default
-
-
 def workload_ingress_settings(workload: Workload) -> dict[str, str]:
     """``ingress_settings`` for a notebook: its stored Ingress name once created, the name the
-    manifests give it before."""
-    return ingress_settings(stored_name(workload, "Ingress") or f"wl-{workload.pk}")
+    manifests create it under before."""
+    return ingress_settings(stored_name(workload, "Ingress") or m.object_name(workload.pk))
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,43 @@
-"""Reads for orchestration: which cluster a workload lives on, its manifest inputs, and its
-logs and events — from the cluster while its objects exist, from the archive after."""
+"""Orchestration's reads of the database: the manifest inputs of teams and workloads
+(TeamSpec, WorkloadSpec), which workloads live on a cluster, and a workload's logs and
+events — from the cluster (:mod:`apps.orchestration.cluster_reads`) while its objects exist,
+from the archive after — and a sweep's trials."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.accounts.models import Team
+from apps.catalog.core import ALLOCATION_DEVICE_PLUGIN, ALLOCATION_DRA, ALLOCATION_MODES
 from apps.catalog.models import Cluster, ClusterNode, GpuClass
-from apps.catalog.resources import GpuClassSpec, gpu_resources
-from apps.orchestration import archive, reads
+from apps.catalog.resources import (
+    GpuClassSpec,
+    gpu_claim,
+    gpu_resources,
+    mig_claim,
+    mig_resource,
+)
+from apps.orchestration import archive, cluster_reads
 from apps.orchestration import manifests as m
-from apps.orchestration.models import HomeVolume, WorkloadArchive, WorkloadLogArchive
+
+# Which cluster a workload lives on is read where its adapter is made (clusters), and named
+# here too for the readers of orchestration's selectors.
+from apps.orchestration.clusters import cluster_of as cluster_of
+from apps.orchestration.clusters import enabled_clusters as enabled_clusters
+from apps.orchestration.models import (
+    HomeVolume,
+    LiveMetrics,
+    WorkloadArchive,
+    WorkloadLogArchive,
+)
+from apps.orchestration.names import stored_name
 from apps.orchestration.notebook_access import workload_ingress_settings
 from apps.reservations.selectors import effective_limits
 from apps.workloads import core as wl
@@ -39,16 +59,17 @@ GONE_STATES = (
 PASS_THROUGH_ANNOTATION_PREFIXES = ("kubesim.io/",)
 
 
-def enabled_clusters() -> QuerySet[Cluster]:
-    return Cluster.objects.filter(enabled=True).order_by("name")
+_Workloads = TypeVar("_Workloads", bound=QuerySet[Workload])
 
 
-def cluster_of(workload: Workload) -> Cluster | None:
-    """The workload's cluster: where it was admitted, else the only enabled cluster."""
-    if workload.cluster_id is not None:
-        return workload.cluster
-    clusters = list(enabled_clusters()[:2])
-    return clusters[0] if len(clusters) == 1 else None
+def placed_on(workloads: _Workloads, cluster: Cluster, *, single: bool | None = None) -> _Workloads:
+    """Those of ``workloads`` that live on ``cluster``: placed there, or not placed yet while
+    it is the only enabled cluster (``single``: whether it is, when the caller knows), as
+    :func:`cluster_of` says."""
+    if single is None:
+        single = enabled_clusters().count() == 1
+    mine = workloads.filter(cluster=cluster)
+    return (mine | workloads.filter(cluster__isnull=True)) if single else mine
 
 
 def gpu_class_spec(gpu_class: GpuClass) -> GpuClassSpec:
@@ -132,8 +153,22 @@ def object_counts() -> dict[str, int]:
 
 def restart_count(workload: Workload) -> int:
     """Starts of this workload that ended back in the queue: requeues after a preemption or a
-    gang restart (both pass through ``preempted``)."""
-    return workload.events.filter(from_state=wl.PREEMPTED, to_state=wl.QUEUED).count()
+    lost replica (through ``preempted``), and a gang's retries after a failure (straight from
+    starting or running)."""
+    return workload.events.filter(
+        from_state__in=(wl.PREEMPTED, wl.STARTING, wl.RUNNING), to_state=wl.QUEUED
+    ).count()
+
+
+def pass_through_annotations(params: Mapping[str, Any]) -> dict[str, str]:
+    """The pod annotations a request carries through (PASS_THROUGH_ANNOTATION_PREFIXES); an
+    endpoint's revision may carry its own (rolled out and back with it)."""
+    revision_annotations = (params.get("endpoint") or {}).get("pod_annotations") or {}
+    return {
+        str(k): str(v)
+        for k, v in {**(params.get("pod_annotations") or {}), **revision_annotations}.items()
+        if str(k).startswith(PASS_THROUGH_ANNOTATION_PREFIXES)
+    }
 
 
 def workload_spec(workload: Workload) -> m.WorkloadSpec:
@@ -144,18 +179,18 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         for r in (workload.placement or {}).get("replicas", [])
         if isinstance(r, Mapping) and r.get("mig_profile")
     }
+    claim = None
+    if allocation_of(workload) == ALLOCATION_DRA:
+        claim = gpu_claim(workload.gpu_milli, gpu)
     if gpu.sharing_mode == "mig" and len(profiles) == 1:
         # The scheduler placed the request on a free instance of this profile: ask for it.
-        limits = {f"nvidia.com/mig-{profiles.pop()}": "1"}
+        profile = str(profiles.pop())
+        limits = {mig_resource(profile): "1"}
+        if claim is not None:
+            claim = mig_claim(profile, gpu)
     params = workload.params or {}
-    # An endpoint's revision may carry its own (rolled out and back with it).
-    revision_annotations = (params.get("endpoint") or {}).get("pod_annotations") or {}
-    annotations = {
-        str(k): str(v)
-        for k, v in {**(params.get("pod_annotations") or {}), **revision_annotations}.items()
-        if str(k).startswith(PASS_THROUGH_ANNOTATION_PREFIXES)
-    }
     grid = {str(k): [str(x) for x in v] for k, v in (params.get("grid") or {}).items()}
+    notebook = workload.kind == wl.KIND_NOTEBOOK
     return m.WorkloadSpec(
         id=workload.pk,
         name=workload.name,
@@ -184,18 +219,33 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         max_runtime_seconds=workload.max_runtime_seconds,
         retries=workload.retries,
         placement=placement_replicas(workload.placement, node_uuids_for(workload)),
-        pod_annotations=annotations,
+        pod_annotations=pass_through_annotations(params),
         sweep_grid=grid,
-        **(workload_ingress_settings(workload) if workload.kind == wl.KIND_NOTEBOOK else {}),
+        **(workload_ingress_settings(workload) if notebook else {}),
         sweep_index=workload.trial_index or 0,
-        home_claim=home_claim_name(workload) if workload.kind == wl.KIND_NOTEBOOK else "",
+        home_claim=home_claim_name(workload) if notebook else "",
         home_size=settings.NOTEBOOK_HOME_SIZE,
         grace_seconds=preemption_grace_seconds()[workload.priority_class],
         restart_count=restart_count(workload),
         team_claim=m.team_claim_name(),
         datasets=dataset_mounts(workload.datasets),
         endpoint=endpoint_shape(workload),
+        token_secret_name=stored_name(workload, "Secret") if notebook else "",
+        gpu_claim=claim,
     )
+
+
+def allocation_of(workload: Workload) -> str:
+    """How this workload gets its GPUs: the class's allocation mode when it was admitted
+    (recorded with its placement), so an admin switching the class leaves running work as it
+    is; not admitted yet, the class's current one."""
+    placement = workload.placement if isinstance(workload.placement, Mapping) else {}
+    recorded = placement.get("allocation")
+    if recorded in ALLOCATION_MODES:
+        return str(recorded)
+    if placement.get("replicas"):
+        return ALLOCATION_DEVICE_PLUGIN  # admitted before classes had a mode
+    return workload.gpu_class.allocation_mode or ALLOCATION_DEVICE_PLUGIN
 
 
 def endpoint_shape(workload: Workload) -> m.EndpointShape | None:
@@ -274,7 +324,7 @@ def archived_log(
     exist: the workload is live, or ended and not cleaned up yet).
 
     An ``attempt`` is always the archive's (earlier attempts outlive the pods that ran them);
-    without one, the replica's latest. Raises :class:`reads.LogsUnavailable` with the reason
+    without one, the replica's latest. Raises :class:`cluster_reads.LogsUnavailable` with the reason
     when the objects are gone and nothing was kept."""
     rows = WorkloadLogArchive.objects.filter(workload=workload)
     if attempt is not None:
@@ -282,7 +332,7 @@ def archived_log(
         if row is None:
             kept = list(rows.filter(replica=replica).values_list("attempt", flat=True))
             also = f"; kept: {', '.join(map(str, kept))}" if kept else ""
-            raise reads.LogsUnavailable(
+            raise cluster_reads.LogsUnavailable(
                 f"Replica {replica} has no archived attempt {attempt}{also}."
             )
         return row
@@ -293,15 +343,15 @@ def archived_log(
         return row
     replicas = sorted(set(rows.values_list("replica", flat=True)))
     if replicas:
-        raise reads.LogsUnavailable(
+        raise cluster_reads.LogsUnavailable(
             f"Replica {replica} was not archived; archived replicas: "
             f"{', '.join(map(str, replicas))}."
         )
     if workload.is_terminal and not _ran(workload):
-        raise reads.LogsUnavailable(_never_placed("logs"))
+        raise cluster_reads.LogsUnavailable(_never_placed("logs"))
     if not _ran(workload):
         return None  # never placed: the cluster read says so
-    raise reads.LogsUnavailable(_nothing_kept(workload, "logs"))
+    raise cluster_reads.LogsUnavailable(_nothing_kept(workload, "logs"))
 
 
 def archived_log_lines(row: WorkloadLogArchive, *, tail_lines: int | None = None) -> list[str]:
@@ -324,11 +374,11 @@ def workload_log_download(
     row = archived_log(workload=workload, replica=replica, attempt=attempt)
     if row is not None:
         return archive.log_filename(workload.pk, row.replica, row.attempt), archived_log_lines(row)
-    run = reads.replica_run(reads.workload_pod_runs(workload), replica)
+    run = cluster_reads.replica_run(cluster_reads.workload_pod_runs(workload), replica)
     cap = settings.LOG_ARCHIVE_MAX_BYTES_PER_REPLICA
     asked = archive.lines_for_cap(cap)
     capped = archive.keep_tail(
-        reads.pod_run_log(workload, run, tail_lines=asked), max_bytes=cap, asked_lines=asked
+        cluster_reads.pod_run_log(workload, run, tail_lines=asked), max_bytes=cap, asked_lines=asked
     )
     lines = capped.text.splitlines()
     if capped.truncated:
@@ -358,14 +408,14 @@ def log_choices(workload: Workload, replica: int = 0) -> LogChoices:
 
 @dataclass(frozen=True)
 class ClusterEvents:
-    events: list[reads.ClusterEvent]
+    events: list[cluster_reads.ClusterEvent]
     archived: bool = False
     note: str = ""
 
 
-def _event_from_record(record: Mapping[str, Any]) -> reads.ClusterEvent:
+def _event_from_record(record: Mapping[str, Any]) -> cluster_reads.ClusterEvent:
     time = record.get("time")
-    return reads.ClusterEvent(
+    return cluster_reads.ClusterEvent(
         time=datetime.fromisoformat(str(time)) if time else None,
         type=str(record.get("type") or ""),
         reason=str(record.get("reason") or ""),
@@ -377,7 +427,7 @@ def _event_from_record(record: Mapping[str, Any]) -> reads.ClusterEvent:
 
 def workload_cluster_events(*, workload: Workload) -> ClusterEvents:
     """The workload's Kubernetes events: the cluster's while its objects exist, the archived
-    ones after. Raises :class:`reads.LogsUnavailable` (why there are none) and the cluster
+    ones after. Raises :class:`cluster_reads.LogsUnavailable` (why there are none) and the cluster
     errors of :mod:`apps.orchestration.errors`."""
     if not _objects_exist(workload):
         row = WorkloadArchive.objects.filter(workload=workload).first()
@@ -385,14 +435,14 @@ def workload_cluster_events(*, workload: Workload) -> ClusterEvents:
             events = [_event_from_record(e) for e in row.events or []]
             return ClusterEvents(events, archived=True, note=row.note)
         if workload.is_terminal and not _ran(workload):
-            raise reads.LogsUnavailable(_never_placed("Kubernetes events"))
+            raise cluster_reads.LogsUnavailable(_never_placed("Kubernetes events"))
         if _ran(workload) and WorkloadLogArchive.objects.filter(workload=workload).exists():
             return ClusterEvents([], archived=True)
         if _ran(workload):
-            raise reads.LogsUnavailable(_nothing_kept(workload, "Kubernetes events"))
+            raise cluster_reads.LogsUnavailable(_nothing_kept(workload, "Kubernetes events"))
     if workload.cluster_id is None and not workload.k8s_objects:
-        raise reads.LogsUnavailable("The workload has not been placed on a cluster yet.")
-    return ClusterEvents(reads.workload_events(workload=workload))
+        raise cluster_reads.LogsUnavailable("The workload has not been placed on a cluster yet.")
+    return ClusterEvents(cluster_reads.workload_events(workload=workload))
 
 
 # --- a sweep's trials ------------------------------------------------------------------------
@@ -405,6 +455,9 @@ class TrialRow:
     id: int
     index: int
     params: dict[str, str]
+    # What the trial runs: the sweep's command and arguments, its values in their placeholders.
+    command: list[str]
+    args: list[str]
     state: str
     exit_code: int | None
     started_at: datetime | None
@@ -412,20 +465,25 @@ class TrialRow:
     runtime_seconds: int | None
     attempts: int
     last_metrics_line: str | None
+    # When that line was printed (read from the running pod, or the end of the archived log).
+    last_metrics_at: datetime | None
     reason: str
 
 
 def sweep_trials(sweep: Workload, *, now: datetime | None = None) -> list[TrialRow]:
-    """Every trial of ``sweep`` in index order, with its last metrics line (the last log line
-    that reads as metrics, from the log archived when the trial ended). Two queries."""
+    """Every trial of ``sweep`` in index order, with its last metrics line: the latest of the
+    one read from its running pod (LiveMetrics, kept by ``trial_metrics_pass``) and the one at
+    the end of its last archived log. Three queries."""
     now = now or timezone.now()
     trials = list(sweep.trials.order_by("trial_index", "id"))
     latest: dict[int, WorkloadLogArchive] = {}
     for row in WorkloadLogArchive.objects.filter(workload__in=trials).order_by("attempt", "id"):
         latest[row.workload_id] = row  # the last attempt's log wins
+    live = {row.workload_id: row for row in LiveMetrics.objects.filter(workload__in=trials)}
     out = []
     for t in trials:
         log = latest.get(t.pk)
+        metrics = _latest_metrics(log, live.get(t.pk))
         runtime = None
         if t.started_at is not None:
             runtime = int(((t.finished_at or now) - t.started_at).total_seconds())
@@ -435,14 +493,32 @@ def sweep_trials(sweep: Workload, *, now: datetime | None = None) -> list[TrialR
                 id=t.pk,
                 index=t.trial_index or 0,
                 params={str(k): str(v) for k, v in (point or {}).items()},
+                command=[str(w) for w in t.command or []],
+                args=[str(w) for w in t.args or []],
                 state=t.state,
                 exit_code=t.exit_code,
                 started_at=t.started_at,
                 finished_at=t.finished_at,
                 runtime_seconds=max(0, runtime) if runtime is not None else None,
                 attempts=log.attempt if log else (1 if t.started_at else 0),
-                last_metrics_line=archive.metrics_line(log.text.splitlines()) if log else None,
+                last_metrics_line=metrics[0] if metrics else None,
+                last_metrics_at=metrics[1] if metrics else None,
                 reason=t.last_reason,
             )
         )
     return out
+
+
+def _latest_metrics(
+    log: WorkloadLogArchive | None, live: LiveMetrics | None
+) -> tuple[str, datetime | None] | None:
+    """The newer of a trial's archived and live metrics lines (and when it was printed)."""
+    found: list[tuple[datetime, str]] = []
+    if log is not None and (entry := archive.metrics_entry(log.text.splitlines())) is not None:
+        found.append((entry[1] or log.archived_at, entry[0]))
+    if live is not None and live.line:
+        found.append((live.line_at or live.read_at, live.line))
+    if not found:
+        return None
+    at, line = max(found, key=lambda f: f[0])
+    return line, at

@@ -53,6 +53,11 @@ def workload_reconcile(workload_id: int) -> None:
     services.workload_reconcile(workload_id=workload_id)
 
 
+# Clusters whose last pass failed, with what they failed with: a cluster that is starting (its
+# kubeconfig not written yet) or down is said once, then quiet until its pass works again.
+_failing: dict[str, str] = {}
+
+
 def _each_cluster(fn: Any) -> None:
     for cluster in enabled_clusters():
         try:
@@ -60,7 +65,12 @@ def _each_cluster(fn: Any) -> None:
         except ClusterError as exc:
             # The next beat tick retries; workloads already say "cluster unreachable, retrying".
             # One cluster's failure never keeps the others from their pass.
-            log.warning("cluster %s: %s", cluster.name, exc)
+            if _failing.get(cluster.name) != type(exc).__name__:
+                log.warning("cluster %s: %s (said once; retried every pass)", cluster.name, exc)
+            _failing[cluster.name] = type(exc).__name__
+        else:
+            if _failing.pop(cluster.name, None) is not None:
+                log.warning("cluster %s: reachable again", cluster.name)
 
 
 @shared_task(name=taskqueue.RECONCILE_ALL.name, ignore_result=True)
@@ -76,6 +86,11 @@ def status_sync_all() -> None:
 @shared_task(name=taskqueue.INVENTORY_SYNC_ALL.name, ignore_result=True)
 def inventory_sync_all() -> None:
     _each_cluster(services.cluster_inventory_sync)
+
+
+@shared_task(name=taskqueue.TRIAL_METRICS_ALL.name, ignore_result=True)
+def trial_metrics_all() -> None:
+    _each_cluster(services.trial_metrics_pass)
 
 
 @shared_task(name=taskqueue.DRIFT_REPAIR_ALL.name, ignore_result=True)

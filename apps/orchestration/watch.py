@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 
 from apps.catalog.models import Cluster
+from apps.catalog.resources import GPU_NODES_SELECTOR
 from apps.orchestration import manifests as m
 from apps.orchestration import services
 from apps.orchestration.clusters import kube_for
@@ -45,7 +46,6 @@ from apps.workloads.models import Workload
 
 log = logging.getLogger(__name__)
 
-GPU_NODES = "nvidia.com/gpu.present=true"
 # A workload whose pods change before its own state says STARTING (the reconcile worker is
 # still committing) is looked at again for this long.
 RECHECK_SECONDS = 10.0
@@ -57,7 +57,8 @@ def _workload_of(obj: dict[str, Any]) -> int | None:
 
 
 def node_signature(node: dict[str, Any]) -> tuple[Any, ...]:
-    """What of a node the inventory records (heartbeats and the like aside)."""
+    """What of a node the inventory records (heartbeats and the like aside; the images it holds
+    included: the image picker and the request rules read them)."""
     meta, status = node.get("metadata") or {}, node.get("status") or {}
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -70,6 +71,12 @@ def node_signature(node: dict[str, Any]) -> tuple[Any, ...]:
         tuple(sorted((status.get("allocatable") or {}).items())),
         bool((node.get("spec") or {}).get("unschedulable")),
         ready,
+        tuple(
+            name
+            for image in status.get("images") or []
+            for name in (image.get("names") or [])
+            if isinstance(image, dict)
+        ),
     )
 
 
@@ -119,7 +126,7 @@ class ClusterWatch:
         self.informers = [self.pods, self.jobs]
         self.nodes: Informer | None = None
         if nodes:
-            self.nodes = informer("v1", "Node", GPU_NODES)
+            self.nodes = informer("v1", "Node", GPU_NODES_SELECTOR)
             self.informers.append(self.nodes)
 
     # --- life -------------------------------------------------------------------------------

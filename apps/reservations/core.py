@@ -8,12 +8,17 @@ clock is read here.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
+from typing import overload
 
-from apps.quotas.core import format_milli
+from apps.catalog import core as catalog_core
+from apps.catalog.core import GpuClassSpec
+from apps.catalog.resources import ResourceMappingError, charged_milli
+from apps.quotas.core import QuotaNumbers, format_milli
 
 HOUR = timedelta(hours=1)
 
@@ -103,6 +108,40 @@ def hourly(
         )
         out.append(Hour(h, free, booked))
     return out
+
+
+def sold_units(gpu: GpuClassSpec) -> tuple[int, ...]:
+    """The sizes of one unit (milli-GPU, at most one GPU) the class sells: what the cluster
+    grants a request, so what a reservation of that size holds exactly. Whole GPUs only for a
+    class that is not shared; 1/R … R/R of a GPU time-sliced R ways; the MIG instances offered;
+    a vGPU (HAMi) class sells any fraction, so it has no list (empty)."""
+    if gpu.sharing_mode == catalog_core.SHARING_HAMI:
+        return ()
+    units: set[int] = set()
+    for milli in range(1, 1001):
+        try:
+            units.add(charged_milli(milli, gpu))
+        except ResourceMappingError:
+            continue
+    return tuple(sorted(units))
+
+
+def unit_error(size_milli: int, gpu: GpuClassSpec) -> str | None:
+    """Why a unit of ``size_milli`` is not what ``gpu`` sells (None: it is). A unit the class
+    does not sell would hold capacity no request can use whole (0.3 GPU of a class sold in
+    quarters holds 0.3 but every workload of that size is charged 0.5)."""
+    units = sold_units(gpu)
+    if not units or size_milli in units:
+        return None
+    listed = ", ".join(format_milli(u) for u in units)
+    if gpu.sharing_mode == catalog_core.SHARING_TIMESLICE:
+        slices = gpu.timeslice_replicas or 1
+        what = f"time slices of 1/{slices} GPU"
+    elif gpu.sharing_mode == catalog_core.SHARING_MIG:
+        what = "MIG instances (" + ", ".join(gpu.mig_profiles) + ")"
+    else:
+        what = "whole GPUs"
+    return f"{gpu.name} is sold in {what}: book units of {listed} GPU."
 
 
 def booking_errors(
@@ -201,3 +240,45 @@ def reservation_use(booking: Booking, usage: Iterable[Interval], *, now: datetim
         used += min(load, booking.milli) / 1000 * (b - a).total_seconds() / 3600
     held = booking.milli / 1000 * (end - booking.start).total_seconds() / 3600
     return Use(round(held, 3), round(used, 3))
+
+
+# --- what an open reservation adds to its team's quota ---------------------------------------
+
+
+def reserved_by_team_class(
+    bookings: Iterable[Booking], *, now: datetime
+) -> dict[tuple[str, str], int]:
+    """(team, class) → milli-GPU held by the bookings open at ``now``.
+
+    The one definition of what a team holds by reservations: the scheduler's cycle, the quota
+    pages and the request checks all compute through it and :func:`with_reserved`."""
+    held: dict[tuple[str, str], int] = defaultdict(int)
+    for b in bookings:
+        if b.active(now) and b.milli > 0:
+            held[(b.team, b.gpu_class)] += b.milli
+    return dict(held)
+
+
+def reserved_milli(bookings: Iterable[Booking], *, team: str, gpu_class: str, now: datetime) -> int:
+    """What ``team`` holds of ``gpu_class`` by the bookings open at ``now`` (milli-GPU)."""
+    return reserved_by_team_class(bookings, now=now).get((team, gpu_class), 0)
+
+
+@overload
+def with_reserved(numbers: QuotaNumbers, reserved: int) -> QuotaNumbers: ...
+@overload
+def with_reserved(numbers: QuotaNumbers | None, reserved: int) -> QuotaNumbers | None: ...
+def with_reserved(numbers: QuotaNumbers | None, reserved: int) -> QuotaNumbers | None:
+    """The quota in effect while its team holds ``reserved`` by open reservations: guarantee,
+    limit and per-user cap each grow by it (no cap stays no cap). A team without a quota of
+    the class gets one of just what it reserved; nothing reserved changes nothing."""
+    if reserved <= 0:
+        return numbers
+    if numbers is None:
+        return QuotaNumbers(reserved, reserved, None)
+    cap = numbers.per_user_cap_milli
+    return QuotaNumbers(
+        numbers.guaranteed_milli + reserved,
+        numbers.limit_milli + reserved,
+        None if cap is None else cap + reserved,
+    )

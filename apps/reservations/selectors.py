@@ -108,11 +108,18 @@ def quota_request_capacity_note(request: QuotaRequest) -> str | None:
     )
 
 
+def open_at(now: datetime) -> QuerySet[Reservation]:
+    """Approved bookings whose window ``[starts_at, ends_at)`` is open at ``now``: the query form
+    of :meth:`apps.reservations.core.Booking.active` (tests/reservations hold the two to the
+    same instants)."""
+    return Reservation.objects.filter(
+        state=Reservation.State.APPROVED, starts_at__lte=now, ends_at__gt=now
+    )
+
+
 def active_bookings(*, now: datetime) -> list[core.Booking]:
     """Approved bookings whose window is open at ``now``, as the scheduler takes them."""
-    qs = Reservation.objects.filter(
-        state=Reservation.State.APPROVED, starts_at__lte=now, ends_at__gt=now
-    ).select_related("team", "gpu_class")
+    qs = open_at(now).select_related("team", "gpu_class")
     return [r.booking() for r in qs.order_by("id")]
 
 
@@ -120,29 +127,13 @@ def effective_quota(
     team: Team, gpu_class: GpuClass, *, user: User | None, now: datetime
 ) -> QuotaNumbers | None:
     """The quota in effect at ``now``: the base, the grants active then, and the team's open
-    reservations of the class (guarantee, limit and per-user cap grow by what is reserved).
-    The one home of this sum outside the scheduler (which makes it from the same data)."""
+    reservations of the class, added by the rule the scheduler's cycle uses
+    (:func:`apps.reservations.core.with_reserved`)."""
     numbers = quota_selectors.effective_team_quota(team, gpu_class, user=user, now=now)
-    reserved = int(
-        Reservation.objects.filter(
-            team=team,
-            gpu_class=gpu_class,
-            state=Reservation.State.APPROVED,
-            starts_at__lte=now,
-            ends_at__gt=now,
-        ).aggregate(s=Sum("total_milli"))["s"]
-        or 0
-    )
-    if reserved == 0:
-        return numbers
-    if numbers is None:
-        return QuotaNumbers(reserved, reserved, None)
-    cap = numbers.per_user_cap_milli
-    return QuotaNumbers(
-        numbers.guaranteed_milli + reserved,
-        numbers.limit_milli + reserved,
-        None if cap is None else cap + reserved,
-    )
+    rows = open_at(now).filter(team=team, gpu_class=gpu_class).select_related("team", "gpu_class")
+    bookings = [r.booking() for r in rows]
+    reserved = core.reserved_milli(bookings, team=team.name, gpu_class=gpu_class.name, now=now)
+    return core.with_reserved(numbers, reserved)
 
 
 def reservations_visible_to(user: User) -> QuerySet[Reservation]:
@@ -167,9 +158,7 @@ def effective_limits(team: Team, *, now: datetime) -> list[tuple[GpuClass, int]]
     """Per class the team has a quota or an open reservation of: its limit in effect at ``now``
     (what the cluster's ResourceQuota enforces again), classes by name."""
     classes = {q.gpu_class_id: q.gpu_class for q in team.quotas.select_related("gpu_class")}
-    for r in Reservation.objects.filter(
-        team=team, state=Reservation.State.APPROVED, starts_at__lte=now, ends_at__gt=now
-    ).select_related("gpu_class"):
+    for r in open_at(now).filter(team=team).select_related("gpu_class"):
         classes.setdefault(r.gpu_class_id, r.gpu_class)
     out = []
     for gpu_class in sorted(classes.values(), key=lambda c: c.name):

@@ -56,6 +56,10 @@ def reservation_book(
         whole_only=not gpu_class.shares_gpus,
         max_days=settings.RESERVATION_MAX_DAYS,
     )
+    if "size" not in errors:
+        wrong_unit = core.unit_error(size_milli, gpu_class.spec())
+        if wrong_unit is not None:
+            errors["size"] = wrong_unit
     if not gpu_class.enabled:
         errors.setdefault("gpu_class", f"{gpu_class.name} is not offered.")
     if len(note) > 500:

@@ -17,57 +17,59 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from apps.catalog import core as catalog_core
 from apps.quotas.core import format_milli
+from apps.reservations.core import reserved_milli
 from apps.scheduling import estimate, governance
 from apps.scheduling.data import (
+    BLOCK_CAPACITY,
+    BLOCK_CLASS,
+    BLOCK_GUARANTEE,
+    BLOCK_QUOTA,
+    BLOCK_USER,
     PRODUCTION,
-    RULE_PRIORITY,
     Admission,
+    Blocked,
     CycleResult,
-    GpuClassSpec,
-    NodeSpec,
     Placement,
     Policy,
     Preemption,
     PreemptionEnd,
     Quota,
     Rejection,
+    ReplicaPlacement,
     Requeue,
     RunningWorkload,
     Snapshot,
+    TopologyAsk,
     TypicalRequest,
     Waiting,
     WaitingWorkload,
     priority_rank,
 )
-from apps.scheduling.fairshare import FairShareQueue, QueueEntry, share_ratio
-from apps.scheduling.fragmentation import FragModel, default_typical, typical_from_requests
-from apps.scheduling.placement import GpuPool, MigPool, Pool, place_gang
-from apps.scheduling.preemption import cheapest_set, legal_rule, past_minimum_runtime
-from apps.scheduling.units import Demand, DemandError, replica_demand, units_per_gpu
+from apps.scheduling.fairshare import FairShareQueue, QueueEntry, member_keys, share_ratio
+from apps.scheduling.fragmentation import default_typical, typical_from_requests
+from apps.scheduling.placement import GpuPool, Pool, build_pools, place_gang
+from apps.scheduling.preemption import (
+    after_grace,
+    cheapest_set,
+    legal_rule,
+    past_minimum_runtime,
+    preemption_for,
+)
+from apps.scheduling.units import Demand, DemandError, replica_demand
 
-BLOCK_QUOTA = "quota"
-BLOCK_USER = "user"
-BLOCK_CAPACITY = "capacity"
-BLOCK_CLASS = "class"
-# Production (inference endpoints) runs only on the team's guarantee, never borrowed.
-BLOCK_GUARANTEE = "guarantee"
+HELD_REASON = (
+    "{held} GPU of {gpu_class} freed by preemption {verb} held until the preempted workloads are "
+    "gone (their grace period, at most {seconds} s more), for the workloads they were "
+    "preempted for; this one could start on it otherwise."
+)
+
 PARALLELISM_REASON = (
     "Its sweep runs {running} trials at once (its parallelism cap); this trial starts when "
     "one of them ends."
 )
-
-
-@dataclass(frozen=True)
-class Blocked:
-    workload: WaitingWorkload
-    kind: str
-    position: int
-    ahead: int
-    detail: str
 
 
 def schedule(snapshot: Snapshot, policy: Policy | None = None) -> CycleResult:
@@ -95,38 +97,6 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def build_pools(
-    classes: Sequence[GpuClassSpec],
-    nodes: Sequence[NodeSpec],
-    typical: dict[str, tuple[TypicalRequest, ...]],
-) -> dict[str, list[Pool]]:
-    """One pool per (class, cluster), clusters in name order."""
-    by_class = {c.name: c for c in classes}
-    grouped: dict[tuple[str, str], list[NodeSpec]] = defaultdict(list)
-    for node in nodes:
-        if node.gpu_class in by_class and node.gpu_count > 0:
-            grouped[(node.gpu_class, node.cluster)].append(node)
-    pools: dict[str, list[Pool]] = defaultdict(list)
-    for (class_name, cluster), members in sorted(grouped.items()):
-        gpu_class = by_class[class_name]
-        if gpu_class.sharing_mode == catalog_core.SHARING_MIG:
-            pools[class_name].append(MigPool(gpu_class, cluster, members))
-        else:
-            model = FragModel(
-                typical.get(class_name) or default_typical(), units_per_gpu(gpu_class)
-            )
-            pools[class_name].append(GpuPool(gpu_class, cluster, members, model))
-    return dict(pools)
-
-
-def describe_request(gpu_milli: int, replicas: int, class_name: str) -> str:
-    if replicas > 1:
-        return f"{replicas} replicas × {format_milli(gpu_milli)} GPU of {class_name}, all at once"
-    if gpu_milli > 1000:
-        return f"{format_milli(gpu_milli)} GPU of {class_name} on one node"
-    return f"{format_milli(gpu_milli)} GPU of {class_name}"
-
-
 class _Cycle:
     def __init__(self, snapshot: Snapshot, policy: Policy) -> None:
         self.s = snapshot
@@ -150,6 +120,7 @@ class _Cycle:
         self._preempt_failed: set[tuple[object, ...]] = set()
         self._ratios: dict[tuple[str, str], float] = {}
         self._queue: FairShareQueue | None = None
+        self._members: dict[int, float] = {}
         self._caps: dict[tuple[str, str, int, int, str], int | None] = {}
         self._demands: dict[tuple[str, int, int, int], Demand | str] = {}
         # Running workloads that may be preempted at all (not production, past their
@@ -159,6 +130,13 @@ class _Cycle:
         # Trials of each sweep that hold GPUs, and waiting trials held back by the cap.
         self._sweep_active: dict[int, int] = defaultdict(int)
         self._capped: list[WaitingWorkload] = []
+        # What preempted workloads still hold while their pods terminate (_hold): the exact
+        # replicas charged to the pools, the quota they keep, and when each hold ends.
+        self._held: list[tuple[RunningWorkload, tuple[ReplicaPlacement, ...]]] = []
+        self._held_milli: dict[tuple[str, str], int] = defaultdict(int)
+        self._held_user_milli: dict[tuple[str, str, str], int] = defaultdict(int)
+        self._held_until: dict[str, float] = {}
+        self._blocked_by_id: dict[int, Blocked] = {}
 
     # --- setup -----------------------------------------------------------------------
     def _typical(self) -> dict[str, tuple[TypicalRequest, ...]]:
@@ -199,6 +177,40 @@ class _Cycle:
             if pool is not None and r.placement is not None:
                 for replica in r.placement.replicas:
                     pool.take(replica, r.cpu_milli, r.memory_mib)
+        for p in sorted(self.s.preempted, key=lambda p: p.id):
+            if p.held is not None:
+                spent = (self.now - p.preempted_at).total_seconds()
+                self._hold(p.held, max(0.0, self.policy.grace_for(p.priority) - spent))
+
+    def _hold(self, r: RunningWorkload, seconds: float) -> None:
+        """Keep what preempted ``r`` held, its GPUs and its quota, away from every other
+        workload until it leaves the preempted state: its pods still occupy the GPUs and count
+        against its namespace's ResourceQuota through their grace period, and what its
+        preemption freed is for the workload it was preempted for (admitted onto it in the
+        cycle of the preemption), never for a lower class. Only what no one else holds is
+        charged, so that the hold can be given back exactly (:meth:`_held_note`)."""
+        key = (r.team, r.gpu_class)
+        self.usage[key] += r.total_milli
+        self._held_milli[key] += r.total_milli
+        self.user_usage[(r.owner, r.team, r.gpu_class)] += r.total_milli
+        self._held_user_milli[(r.owner, r.team, r.gpu_class)] += r.total_milli
+        self._share_changed(key)
+        self._held_until[r.gpu_class] = max(self._held_until.get(r.gpu_class, 0.0), seconds)
+        pool = self._pool(r.gpu_class, r.placement.cluster if r.placement else None)
+        taken: list[ReplicaPlacement] = []
+        if pool is not None and r.placement is not None:
+            free = pool.gpu_free_units() if isinstance(pool, GpuPool) else None
+            for replica in r.placement.replicas:
+                if free is not None:
+                    left = free.get(replica.node, [])
+                    gpus = tuple(g for g in replica.gpus if g < len(left) and left[g] > 0)
+                    units = min([replica.units, *(left[g] for g in gpus)])
+                    if not gpus or units <= 0:
+                        continue
+                    replica = replace(replica, gpus=gpus, units=units)
+                pool.take(replica, r.cpu_milli, r.memory_mib)
+                taken.append(replica)
+        self._held.append((r, tuple(taken)))
 
     def _pool(self, class_name: str, cluster: str | None) -> Pool | None:
         for pool in self.pools.get(class_name, []):
@@ -225,10 +237,18 @@ class _Cycle:
             assert isinstance(demand, Demand)  # _impossible said why otherwise
             demands[w.id] = demand
             by_id[w.id] = w
-        # Class, then fair share, then age (fairshare.order_key); a team's workloads move
-        # back as its share grows while this cycle admits.
+        # Class, then fair share, then the owner's usage within the team, then age
+        # (fairshare.order_key); a team's workloads move back as its share grows while this
+        # cycle admits.
+        self._members = members = member_keys(by_id.values(), self._member_usage)
         entries: Iterator[QueueEntry] = (
-            (priority_rank(w.priority), (w.team, w.gpu_class), w.submitted_at.timestamp(), w.id)
+            (
+                priority_rank(w.priority),
+                (w.team, w.gpu_class),
+                members[w.id],
+                w.submitted_at.timestamp(),
+                w.id,
+            )
             for w in by_id.values()
         )
         self._queue = FairShareQueue(entries, lambda share: self._ratio(*share))
@@ -250,6 +270,9 @@ class _Cycle:
             user_usage=self.user_usage,
             policy=self.policy,
         )
+        if self._held:
+            self._blocked_by_id = {b.workload.id: b for b in self.blocked}
+            waiting = [self._with_held_note(info) for info in waiting]
         waiting.extend(self._capped_waiting(len(waiting)))
         return CycleResult(
             admissions=tuple(self.admissions),
@@ -260,6 +283,61 @@ class _Cycle:
             borrowed_changes=tuple(self._borrowed_changes()),
             rejections=tuple(self.rejections),
         )
+
+    def _with_held_note(self, info: Waiting) -> Waiting:
+        note = self._held_note(info.workload_id)
+        return info if note is None else replace(info, reason=f"{info.reason} {note}")
+
+    def _held_note(self, workload_id: int) -> str | None:
+        """Why a waiting workload is kept off capacity that preemption freed, when that is
+        what keeps it waiting: it would be within its team's limit and its owner's cap, and
+        placed, if the preempted workloads' holds were given back."""
+        blocked = self._blocked_by_id.get(workload_id)
+        if blocked is None or blocked.kind not in (BLOCK_QUOTA, BLOCK_USER, BLOCK_CAPACITY):
+            return None
+        w = blocked.workload
+        c = w.gpu_class
+        held = [(r, taken) for r, taken in self._held if r.gpu_class == c]
+        if not held:
+            return None
+        key = (w.team, c)
+        quota = self.quotas.get(key)
+        limit = quota.limit_milli if quota else 0
+        if self.usage[key] - self._held_milli[key] + w.total_milli > limit:
+            return None
+        cap = self._cap(quota, w.owner)
+        user_key = (w.owner, w.team, c)
+        mine = self.user_usage[user_key] - self._held_user_milli[user_key]
+        if cap is not None and mine + w.total_milli > cap:
+            return None
+        demand = self._demand(w)
+        if not isinstance(demand, Demand):
+            return None
+        self._give_back(held, release=True)
+        trial = self._place(c, demand, w.replicas, w.id, ask=w.topology)
+        if trial is not None:
+            self._unplace(c, trial, demand)
+        self._give_back(held, release=False)
+        if trial is None:
+            return None
+        amount = sum(r.total_milli for r, _ in held)
+        return HELD_REASON.format(
+            held=format_milli(amount),
+            gpu_class=c,
+            verb="are" if amount > 1000 else "is",
+            seconds=math.ceil(self._held_until.get(c, 0.0)),
+        )
+
+    def _give_back(
+        self, held: Sequence[tuple[RunningWorkload, tuple[ReplicaPlacement, ...]]], *, release: bool
+    ) -> None:
+        for r, taken in held:
+            pool = self._pool(r.gpu_class, r.placement.cluster if r.placement else None)
+            for replica in taken if pool is not None else ():
+                if release:
+                    pool.release(replica, r.cpu_milli, r.memory_mib)  # type: ignore[union-attr]
+                else:
+                    pool.take(replica, r.cpu_milli, r.memory_mib)  # type: ignore[union-attr]
 
     @property
     def _preempted_sweep(self) -> dict[int, int]:
@@ -296,6 +374,12 @@ class _Cycle:
             ratio = share_ratio(usage, quota.guaranteed_milli if quota else 0)
             self._ratios[key] = ratio
         return ratio
+
+    def _member_usage(self, owner: str, team: str, class_name: str) -> float:
+        """What ``owner`` uses of ``team``'s share of the class: held now plus decayed past."""
+        key = (owner, team, class_name)
+        past = self.s.member_past_usage_milli.get(key, 0.0)
+        return self.user_usage[key] + self.policy.past_usage_weight * past
 
     def _share_changed(self, key: tuple[str, str]) -> None:
         """The usage of ``key`` changed: its ratio is computed again, and the queue learns."""
@@ -337,26 +421,7 @@ class _Cycle:
         return [r for r in self._after_grace() if isinstance(r, PreemptionEnd)]
 
     def _after_grace(self) -> list[Requeue | PreemptionEnd]:
-        """Preempted workloads whose grace period is over: back in the queue, or ended when
-        their owner chose not to requeue them."""
-        out: list[Requeue | PreemptionEnd] = []
-        for p in sorted(self.s.preempted, key=lambda p: p.id):
-            grace = self.policy.grace_for(p.priority)
-            if (self.now - p.preempted_at).total_seconds() < grace:
-                continue
-            if p.requeue:
-                out.append(
-                    Requeue(p.id, "Back in the queue after preemption; it starts again in turn.")
-                )
-            else:
-                out.append(
-                    PreemptionEnd(
-                        p.id,
-                        "Preempted, and you chose not to requeue it: it ends here. Its "
-                        "checkpoint directory is kept; resubmit when you are ready.",
-                    )
-                )
-        return out
+        return after_grace(self.s.preempted, now=self.now, policy=self.policy)
 
     def _impossible(self, w: WaitingWorkload) -> str | None:
         """Why ``w`` can never run as asked, or None. Submission refuses these up front."""
@@ -409,7 +474,7 @@ class _Cycle:
             kind = BLOCK_USER
         placement = None
         if kind is None:
-            placement = self._place(c, demand, w.replicas, w.id)
+            placement = self._place(c, demand, w.replicas, w.id, ask=w.topology)
             if placement is None:
                 kind = BLOCK_CAPACITY
         if placement is not None:
@@ -420,21 +485,40 @@ class _Cycle:
             return
         position = self._waiting_count[c] + 1
         self._waiting_count[c] = position
-        self.blocked.append(Blocked(w, kind or BLOCK_CAPACITY, position, position - 1, ""))
+        self.blocked.append(
+            Blocked(
+                w,
+                kind or BLOCK_CAPACITY,
+                position,
+                position - 1,
+                "",
+                member_milli=self._members.get(w.id, 0.0),
+            )
+        )
 
     def _place(
-        self, class_name: str, demand: Demand, replicas: int, workload_id: int | None = None
+        self,
+        class_name: str,
+        demand: Demand,
+        replicas: int,
+        workload_id: int | None = None,
+        *,
+        ask: TopologyAsk | None = None,
     ) -> Placement | None:
         """Hub and spoke clusters first; a burst cluster only for a workload allowed to burst
-        this cycle (``Snapshot.may_burst``), and never to make room by preemption."""
+        this cycle (``Snapshot.may_burst``), and never to make room by preemption. A gang's
+        topology ask goes to its placement (placement.place_gang)."""
         pools = self.pools.get(class_name, [])
         burst = self.s.burst_clusters
-        placed = self._place_in([p for p in pools if p.cluster not in burst], demand, replicas)
+        home = [p for p in pools if p.cluster not in burst]
+        placed = self._place_in(home, demand, replicas, ask)
         if placed is None and workload_id is not None and workload_id in self.s.may_burst:
-            placed = self._place_in([p for p in pools if p.cluster in burst], demand, replicas)
+            placed = self._place_in([p for p in pools if p.cluster in burst], demand, replicas, ask)
         return placed
 
-    def _place_in(self, pools: list[Pool], demand: Demand, replicas: int) -> Placement | None:
+    def _place_in(
+        self, pools: list[Pool], demand: Demand, replicas: int, ask: TopologyAsk | None = None
+    ) -> Placement | None:
         if replicas == 1:
             best = None
             best_pool = None
@@ -447,7 +531,7 @@ class _Cycle:
             return Placement(best_pool.cluster, (best_pool.commit(best, demand),))
         # A gang runs in one cluster: all replicas there, or try the next cluster.
         for pool in pools:
-            placed = place_gang(pool, demand, replicas)
+            placed = place_gang(pool, demand, replicas, ask)
             if placed is not None:
                 return Placement(pool.cluster, placed)
         return None
@@ -482,7 +566,9 @@ class _Cycle:
                 f" Above {w.team}'s guarantee of {format_milli(guaranteed)} GPU it runs on "
                 "borrowed capacity, which teams below their guarantee may reclaim."
             )
-        self.admissions.append(Admission(w.id, placement, borrowed, reason))
+        self.admissions.append(
+            Admission(w.id, placement, borrowed, reason, waits_for=tuple(v.id for v in victims))
+        )
         if w.sweep is not None:
             self._sweep_active[w.sweep] += 1
         self.admitted_running.append(
@@ -545,7 +631,7 @@ class _Cycle:
             if cap is not None and user_used - mine + amount > cap:
                 return False
             self._release_all(victims)
-            trial = self._place(c, demand, w.replicas)
+            trial = self._place(c, demand, w.replicas, ask=w.topology)
             if trial is not None:
                 self._unplace(c, trial, demand)
             self._retake_all(victims)
@@ -556,7 +642,7 @@ class _Cycle:
             self._preempt_failed.add(memo)
             return False
         self._release_all(victims)
-        placement = self._place(c, demand, w.replicas)
+        placement = self._place(c, demand, w.replicas, ask=w.topology)
         if placement is None:  # cannot happen: fits() just placed it
             self._retake_all(victims)
             return False
@@ -570,6 +656,16 @@ class _Cycle:
             self.preemptions.append(self._preemption(victim, w, rules[victim.id]))
         self._preempt_failed.clear()
         self._admit(w, placement, victims)
+        # Placed where workloads preempted earlier still terminate (it preempted the one they
+        # were preempted for): it waits for them too.
+        earlier = tuple(r.id for r, _ in self._held if _shares_gpus(r.placement, placement))
+        if earlier:
+            last = self.admissions[-1]
+            self.admissions[-1] = replace(last, waits_for=(*last.waits_for, *earlier))
+        # What the victims freed and ``w`` does not use stays theirs until they are gone: no
+        # lower class is admitted onto it meanwhile (it is what they come back to).
+        for victim in victims:
+            self._hold(victim, float(self.policy.grace_for(victim.priority)))
         return True
 
     def _release_all(self, victims: Sequence[RunningWorkload]) -> None:
@@ -587,33 +683,16 @@ class _Cycle:
                     pool.take(replica, v.cpu_milli, v.memory_mib)
 
     def _preemption(self, victim: RunningWorkload, w: WaitingWorkload, rule: str) -> Preemption:
-        needs = describe_request(w.gpu_milli, w.replicas, w.gpu_class)
-        who = f"{w.team}'s {w.priority} workload {w.name or ''} (#{w.id})".replace("  ", " ")
-        if rule == RULE_PRIORITY:
-            why = f"within a team, {w.priority} preempts {victim.priority}"
-        elif governance.reserved_now(self.s.reservations, w.team, w.gpu_class, self.now):
-            why = (
-                f"{w.team}'s reservation of {w.gpu_class} has begun, and it reclaims capacity "
-                f"that {victim.team} borrowed"
+        return preemption_for(
+            victim,
+            w,
+            rule,
+            reservation_begun=reserved_milli(
+                self.s.reservations, team=w.team, gpu_class=w.gpu_class, now=self.now
             )
-        else:
-            why = (
-                f"{w.team} is below its guarantee and reclaims capacity that {victim.team} borrowed"
-            )
-        grace = self.policy.grace_for(victim.priority)
-        then = (
-            f"It has {grace} s to save a checkpoint, then returns to the queue."
-            if victim.requeue_on_preemption
-            else f"It has {grace} s to save a checkpoint; you chose not to requeue it, so it "
-            "ends then."
-        )
-        return Preemption(
-            workload_id=victim.id,
-            by_workload_id=w.id,
-            rule=rule,
-            reason=f"Preempted for {who}, which needs {needs}: {why}. {then}",
-            requeue=victim.requeue_on_preemption,
-            grace_seconds=grace,
+            > 0,
+            grace_seconds=self.policy.grace_for(victim.priority),
+            now=self.now,
         )
 
     # --- borrowed flags --------------------------------------------------------------
@@ -642,6 +721,14 @@ class _Cycle:
                     if r.id not in admitted_ids:
                         changes.append((r.id, False))
         return changes
+
+
+def _shares_gpus(a: Placement | None, b: Placement) -> bool:
+    """Whether two placements use a GPU in common."""
+    if a is None or a.cluster != b.cluster:
+        return False
+    mine = {(r.node, g) for r in a.replicas for g in r.gpus}
+    return any((r.node, g) in mine for r in b.replicas for g in r.gpus)
 
 
 PREVIEW_ID = -1  # the candidate of a preview: no stored workload has this id

@@ -43,6 +43,20 @@ class NodeSpec:
     memory_mib: int
     mig_layout: tuple[str, ...] = ()
     gpu_uuids: tuple[str, ...] = ()
+    # Its topology domains, widest level first: (level, domain) pairs such as
+    # (("block", "b1"), ("rack", "r3"), ("nvlink", "c7")) from the node's labels
+    # (settings.SCHEDULING_TOPOLOGY_LEVELS); a level whose label it lacks has domain "".
+    topology: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class TopologyAsk:
+    """A gang's wish that its replicas share one domain of ``level`` (a configured level's
+    name, e.g. "rack"): ``required`` waits until one domain can hold them all, otherwise the
+    gang prefers one and spreads when none can."""
+
+    level: str
+    required: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,10 @@ class RunningWorkload:
     charged_milli: int | None = None
     # A trial of this sweep (Snapshot.parallelism caps how many of a sweep hold GPUs).
     sweep: int | None = None
+    # The last checkpoint it reported (docs/checkpoints.md), None when it reported none:
+    # preemption chooses the victims that lose the least work since theirs.
+    checkpoint_at: datetime | None = None
+    checkpoint_step: int | None = None
 
     @property
     def total_milli(self) -> int:
@@ -121,6 +139,8 @@ class WaitingWorkload:
     charged_milli: int | None = None
     # A trial of this sweep (Snapshot.parallelism caps how many of a sweep hold GPUs).
     sweep: int | None = None
+    # A gang's topology ask (its replicas in one rack, block, NVLink domain); None: any.
+    topology: TopologyAsk | None = None
 
     @property
     def total_milli(self) -> int:
@@ -136,6 +156,12 @@ class PreemptedWorkload:
     priority: str = ""  # its class decides its grace period
     # A trial of this sweep: until its grace is over it still holds a slot of the sweep.
     sweep: int | None = None
+    # What it still holds while its pods terminate (its placement and its charge): capacity
+    # freed by a preemption is held, through the grace period, for the workload it was freed
+    # for (admitted onto it in the cycle of the preemption, as kube-scheduler holds a
+    # nominated node); nothing else is admitted onto it until the workload leaves the
+    # preempted state (requeued, ended or cancelled). None: it held nothing placed.
+    held: RunningWorkload | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +231,10 @@ class Snapshot:
     past_usage_milli: Mapping[tuple[str, str], float] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    # The same per (owner, team, class): orders a team's waiting work between its members.
+    member_past_usage_milli: Mapping[tuple[str, str, str], float] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     preempted: tuple[PreemptedWorkload, ...] = ()
     # Per class: the request shapes fragmentation is measured against. Derived from the
     # snapshot's own workloads when absent.
@@ -230,6 +260,9 @@ class Admission:
     placement: Placement
     borrowed: bool
     reason: str
+    # The workloads preempted for it: it starts (its objects are created) only once their
+    # pods are gone from the cluster, so that it never runs ahead of the cluster's quota.
+    waits_for: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -294,3 +327,27 @@ class CycleResult:
     # Running workloads whose borrowed flag changes (e.g. now within the guarantee).
     borrowed_changes: tuple[tuple[int, bool], ...] = ()
     rejections: tuple[Rejection, ...] = ()
+
+
+# Why a waiting workload was not admitted this cycle (the cycle decides, estimate.py explains).
+BLOCK_QUOTA = "quota"
+BLOCK_USER = "user"
+BLOCK_CAPACITY = "capacity"
+BLOCK_CLASS = "class"
+# Production (inference endpoints) runs only on the team's guarantee, never borrowed.
+BLOCK_GUARANTEE = "guarantee"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A waiting workload the cycle did not admit: why (``kind``, a ``BLOCK_*``), its position
+    in the queue and how many wait ahead of it; estimate.py turns it into a reason."""
+
+    workload: WaitingWorkload
+    kind: str
+    position: int
+    ahead: int
+    detail: str
+    # Its owner's usage of the team's class, with their own waiting work ahead of it
+    # (fairshare.member_keys): what orders it among its teammates' work.
+    member_milli: float = 0.0

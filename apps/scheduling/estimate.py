@@ -22,6 +22,12 @@ from apps.catalog import core as catalog_core
 from apps.catalog.resources import ResourceMappingError, charged_milli
 from apps.quotas.core import format_milli
 from apps.scheduling.data import (
+    BLOCK_CAPACITY,
+    BLOCK_CLASS,
+    BLOCK_GUARANTEE,
+    BLOCK_QUOTA,
+    BLOCK_USER,
+    Blocked,
     GpuClassSpec,
     Policy,
     Quota,
@@ -34,7 +40,6 @@ from apps.scheduling.placement import fitting_nodes
 from apps.scheduling.units import DemandError, replica_demand
 
 if TYPE_CHECKING:
-    from apps.scheduling.core import Blocked
     from apps.scheduling.placement import Pool
 
 
@@ -100,9 +105,18 @@ def waiting_details(
     )
     out: list[Waiting] = []
     base = now.timestamp()
+    # Blocked work seen so far per (team, class, priority), and per owner of it: how many of a
+    # teammate's workloads of the same class wait ahead of one (members' order, fairshare.py).
+    team_seen: dict[tuple[str, str, str], int] = defaultdict(int)
+    own_seen: dict[tuple[str, str, str, str], int] = defaultdict(int)
     for n, b in enumerate(blocked):
         w = b.workload
         c = w.gpu_class
+        teammates_ahead = (
+            team_seen[(w.team, c, w.priority)] - own_seen[(w.owner, w.team, c, w.priority)]
+        )
+        team_seen[(w.team, c, w.priority)] += 1
+        own_seen[(w.owner, w.team, c, w.priority)] += 1
         quota = quotas.get((w.team, c))
         amount = w.total_milli
         at: float | None = None
@@ -110,9 +124,9 @@ def waiting_details(
         open_ended = False  # what it waits for includes work with no maximum runtime
         advice: tuple[str, ...] = ()
         suggestions: tuple[Suggestion, ...] = ()
-        if b.kind == "class":
+        if b.kind == BLOCK_CLASS:
             reason = f"{c} is not offered at the moment; it waits until an admin enables it."
-        elif b.kind == "guarantee":
+        elif b.kind == BLOCK_GUARANTEE:
             guaranteed = quota.guaranteed_milli if quota else 0
             used = usage.get((w.team, c), 0)
             reason = (
@@ -123,7 +137,7 @@ def waiting_details(
             )
             # What holds the guarantee is production work, which has no maximum runtime.
             unknown, open_ended = True, True
-        elif b.kind == "quota":
+        elif b.kind == BLOCK_QUOTA:
             limit = quota.limit_milli if quota else 0
             used = usage.get((w.team, c), 0)
             reason = (
@@ -134,7 +148,7 @@ def waiting_details(
             team_ends = ends((w.team, c), by_team[(w.team, c)])
             at = team_ends.when(used + amount - limit)
             unknown, open_ended = at is None, team_ends.unknown > 0
-        elif b.kind == "user":
+        elif b.kind == BLOCK_USER:
             cap = quota.per_user_cap_milli if quota and quota.per_user_cap_milli else 0
             mine = user_usage.get((w.owner, w.team, c), 0)
             reason = (
@@ -159,13 +173,15 @@ def waiting_details(
                     f"room for {shape} together with {w.cpu_milli / 1000:g} CPUs and "
                     f"{w.memory_mib // 1024} GiB of memory per replica; {ahead} ahead of you."
                 )
+            if teammates_ahead > 0:
+                reason += " " + _members_order(w, teammates_ahead, b.member_milli)
             if not too_few_nodes:  # else no amount of freed GPUs starts it: no estimate
                 class_ends = ends(c, by_class[c])
                 need = ahead_demand[c] + amount - free_now.get(c, 0)
                 at = class_ends.when(need)
                 unknown, open_ended = at is None, class_ends.unknown > 0
                 ahead_demand[c] += amount
-        if unknown and b.kind != "class":
+        if unknown and b.kind != BLOCK_CLASS:
             # The estimate and the reason come from the same sums: say which one is missing.
             reason += (
                 " No estimate yet: the work it waits for has no maximum runtime."
@@ -178,6 +194,16 @@ def waiting_details(
             advice, suggestions = advisor.advise(b)
         out.append(Waiting(w.id, b.position, reason, estimated, advice, suggestions))
     return out
+
+
+def _members_order(w: WaitingWorkload, teammates_ahead: int, member_milli: float) -> str:
+    """Why teammates' work of the same class goes first: whoever used less lately."""
+    of_them = "1 of them is" if teammates_ahead == 1 else f"{teammates_ahead} of them are"
+    return (
+        f"{of_them} {w.team} teammates' work: within the team, whoever has used less of "
+        f"{w.gpu_class} lately goes first ({w.owner}: {format_milli(round(member_milli))} GPU "
+        "on average, counting their own waiting work ahead of this)."
+    )
 
 
 def _gang_room(
@@ -280,11 +306,11 @@ class _Advisor:
         suggestions: list[Suggestion] = []
         others = sorted(name for name in self.classes if name != w.gpu_class)
         tries: list[tuple[str, int]] = []
-        if w.replicas == 1 and b.kind in ("quota", "capacity"):
-            if b.kind == "capacity" and w.gpu_milli >= 2000:
+        if w.replicas == 1 and b.kind in (BLOCK_QUOTA, BLOCK_CAPACITY):
+            if b.kind == BLOCK_CAPACITY and w.gpu_milli >= 2000:
                 # Fewer whole GPUs on the same class, then the same amount elsewhere.
                 tries.append((w.gpu_class, (w.gpu_milli // 2000) * 1000))
-            elif b.kind == "capacity" and w.gpu_milli == 1000:
+            elif b.kind == BLOCK_CAPACITY and w.gpu_milli == 1000:
                 tries.append((w.gpu_class, 500))
             tries += [(name, w.gpu_milli) for name in others]
         for name, milli in tries:
@@ -300,12 +326,12 @@ class _Advisor:
                     )
                 suggestions.append(Suggestion(name, milli, text))
         tips.extend(s.text for s in suggestions)
-        if b.kind == "quota" and not suggestions:
+        if b.kind == BLOCK_QUOTA and not suggestions:
             tips.append(
                 f"Your team is at its limit for {w.gpu_class}: it starts when your team's "
                 "running work there ends, or a team lead can stop some of it."
             )
-        elif b.kind == "user":
+        elif b.kind == BLOCK_USER:
             tips.append("Ask a team lead to raise the per-user cap, or stop one of your workloads.")
         result = (tuple(tips), tuple(suggestions))
         self._memo[memo] = result

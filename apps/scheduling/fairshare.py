@@ -1,9 +1,17 @@
 """Fair share: the order in which waiting workloads are considered. Pure.
 
 Order by priority class, then by the team's fair-share ratio in the GPU class — usage ÷
-guarantee, lowest first — then by age. Usage is the current allocation plus a decayed
-average of past allocation, so a team that used a lot yesterday does not starve the
-others today, and one that used a lot in the last hour waits behind those that did not.
+guarantee, lowest first — then, within the team, by its members' usage, then by age. Usage
+is the current allocation plus a decayed average of past allocation, so a team that used a
+lot yesterday does not starve the others today, and one that used a lot in the last hour
+waits behind those that did not.
+
+Between the members of a team the same holds person by person (:func:`member_keys`): each
+waiting workload is keyed by its owner's usage of the team's class *plus* what the owner's
+own work ahead of it in the queue asks for, as if that were running already. One person's
+flood of submissions therefore interleaves with a teammate's work instead of standing in
+front of all of it: a teammate's next workload goes before the flooder's first workload
+whose key exceeds the teammate's (a fair-queueing virtual start, fixed for the cycle).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from apps.scheduling.data import priority_rank
+from apps.scheduling.data import WaitingWorkload, priority_rank
 
 # A team without a guarantee in a class sorts after every team that has one.
 NO_GUARANTEE = 1e12
@@ -24,13 +32,25 @@ NO_GUARANTEE = 1e12
 
 @dataclass(frozen=True)
 class UsageInterval:
-    """``milli`` of ``gpu_class`` held by ``team`` from ``start`` to ``end`` (None: still)."""
+    """``milli`` of ``gpu_class`` held by ``team`` (for ``owner``, when known) from ``start``
+    to ``end`` (None: still)."""
 
     team: str
     gpu_class: str
     milli: int
     start: datetime
     end: datetime | None = None
+    owner: str = ""
+
+
+def _decayed_share(interval: UsageInterval, *, now: datetime, rate: float) -> float:
+    """What ``interval`` adds to the decayed average: M·(e^(−λ·τ_end) − e^(−λ·τ_start))."""
+    end = interval.end if interval.end is not None and interval.end < now else now
+    if end <= interval.start:
+        return 0.0
+    ago_end = (now - end).total_seconds()
+    ago_start = (now - interval.start).total_seconds()
+    return interval.milli * (math.exp(-rate * ago_end) - math.exp(-rate * ago_start))
 
 
 def decayed_usage(
@@ -45,14 +65,45 @@ def decayed_usage(
     rate = math.log(2) / max(1.0, half_life_seconds)
     out: dict[tuple[str, str], float] = defaultdict(float)
     for interval in intervals:
-        end = interval.end if interval.end is not None and interval.end < now else now
-        if end <= interval.start:
-            continue
-        ago_end = (now - end).total_seconds()
-        ago_start = (now - interval.start).total_seconds()
-        share = math.exp(-rate * ago_end) - math.exp(-rate * ago_start)
-        out[(interval.team, interval.gpu_class)] += interval.milli * share
+        share = _decayed_share(interval, now=now, rate=rate)
+        if share:
+            out[(interval.team, interval.gpu_class)] += share
     return dict(out)
+
+
+def decayed_member_usage(
+    intervals: Iterable[UsageInterval], *, now: datetime, half_life_seconds: float
+) -> dict[tuple[str, str, str], float]:
+    """The same average per (owner, team, class): what each member used of the team's share."""
+    rate = math.log(2) / max(1.0, half_life_seconds)
+    out: dict[tuple[str, str, str], float] = defaultdict(float)
+    for interval in intervals:
+        share = _decayed_share(interval, now=now, rate=rate)
+        if share:
+            out[(interval.owner, interval.team, interval.gpu_class)] += share
+    return dict(out)
+
+
+def member_keys(
+    waiting: Iterable[WaitingWorkload], usage: Callable[[str, str, str], float]
+) -> dict[int, float]:
+    """Per waiting workload id: its place among its team's work of its class (lower first).
+
+    ``usage(owner, team, class)`` is the owner's usage now (current allocation plus weighted
+    decayed past). A workload's key is that plus the charge of the owner's own waiting work
+    of the team and class that goes before it (higher class, or same class and older), so
+    the owner's k-th workload sits where it would if the k − 1 before it were running."""
+    mine: dict[tuple[str, str, str], list[WaitingWorkload]] = defaultdict(list)
+    for w in waiting:
+        mine[(w.owner, w.team, w.gpu_class)].append(w)
+    out: dict[int, float] = {}
+    for (owner, team, gpu_class), ws in mine.items():
+        ws.sort(key=lambda w: (priority_rank(w.priority), w.submitted_at, w.id))
+        ahead = usage(owner, team, gpu_class)
+        for w in ws:
+            out[w.id] = ahead
+            ahead += w.total_milli
+    return out
 
 
 def share_ratio(usage_milli: float, guaranteed_milli: int) -> float:
@@ -62,18 +113,26 @@ def share_ratio(usage_milli: float, guaranteed_milli: int) -> float:
 
 
 def order_key(
-    *, priority: str, ratio: float, submitted_at: datetime, workload_id: int
-) -> tuple[int, float, float, int]:
-    return (priority_rank(priority), ratio, submitted_at.timestamp(), workload_id)
+    *,
+    priority: str,
+    ratio: float,
+    submitted_at: datetime,
+    workload_id: int,
+    member_key: float = 0.0,
+) -> tuple[int, float, float, float, int]:
+    return (priority_rank(priority), ratio, member_key, submitted_at.timestamp(), workload_id)
 
 
-# One waiting workload for the queue: (priority rank, (team, class), submitted timestamp, id).
-QueueEntry = tuple[int, tuple[str, str], float, int]
+# One waiting workload for the queue: (priority rank, (team, class), member key (member_keys),
+# submitted timestamp, id).
+QueueEntry = tuple[int, tuple[str, str], float, float, int]
+# A workload's place inside its run: (member key, submitted timestamp, id).
+_Item = tuple[float, float, int]
 
 
 class _Run:
-    """Workloads of one (rank, team, class), in (submitted, id) order, that all sit in the
-    queue under the same ratio: ``items[lo:hi]`` of the group's sorted list."""
+    """Workloads of one (rank, team, class), in (member key, submitted, id) order, that all
+    sit in the queue under the same ratio: ``items[lo:hi]`` of the group's sorted list."""
 
     __slots__ = ("hi", "items", "lo", "prev", "rank", "ratio", "share")
 
@@ -81,7 +140,7 @@ class _Run:
         self,
         rank: int,
         share: tuple[str, str],
-        items: list[tuple[float, int]],
+        items: list[_Item],
         lo: int,
         hi: int,
         ratio: float,
@@ -119,25 +178,25 @@ class FairShareQueue:
         self, entries: Iterable[QueueEntry], ratio: Callable[[tuple[str, str]], float]
     ) -> None:
         self._ratio = ratio
-        groups: dict[tuple[int, tuple[str, str]], list[tuple[float, int]]] = defaultdict(list)
-        for rank, share, submitted, workload_id in entries:
-            groups[(rank, share)].append((submitted, workload_id))
+        groups: dict[tuple[int, tuple[str, str]], list[_Item]] = defaultdict(list)
+        for rank, share, member, submitted, workload_id in entries:
+            groups[(rank, share)].append((member, submitted, workload_id))
         self._runs: list[_Run] = []
         self._by_group: dict[tuple[int, tuple[str, str]], list[_Run]] = defaultdict(list)
-        self._heap: list[tuple[int, float, float, int, int]] = []
+        self._heap: list[tuple[int, float, float, float, int, int]] = []
         for (rank, share), items in groups.items():
             items.sort()
             self._add(_Run(rank, share, items, 0, len(items), ratio(share)), push=False)
         heapq.heapify(self._heap)
         # The key of the workload taken last: the one being considered now.
-        self._last: tuple[int, float, float, int] | None = None
+        self._last: tuple[int, float, float, float, int] | None = None
 
     def _add(self, run: _Run, *, push: bool = True) -> None:
         serial = len(self._runs)
         self._runs.append(run)
         self._by_group[(run.rank, run.share)].append(run)
-        submitted, workload_id = run.items[run.lo]
-        entry = (run.rank, run.ratio, submitted, workload_id, serial)
+        member, submitted, workload_id = run.items[run.lo]
+        entry = (run.rank, run.ratio, member, submitted, workload_id, serial)
         if push:
             heapq.heappush(self._heap, entry)
         else:
@@ -147,24 +206,24 @@ class FairShareQueue:
         """The id of the next workload to consider, or None when all have been."""
         heap, runs = self._heap, self._runs
         while heap:
-            rank, stored, submitted, workload_id, serial = heap[0]
+            rank, stored, member, submitted, workload_id, serial = heap[0]
             run = runs[serial]
-            if run.lo >= run.hi or run.ratio != stored or run.items[run.lo][1] != workload_id:
+            if run.lo >= run.hi or run.ratio != stored or run.items[run.lo][2] != workload_id:
                 heapq.heappop(heap)  # the run moved on since this entry was made
                 continue
             current = self._ratio(run.share)
             if current > stored:  # the team's share grew since it was queued: re-key the run
                 run.prev, run.ratio = stored, current
-                heapq.heapreplace(heap, (rank, current, submitted, workload_id, serial))
+                heapq.heapreplace(heap, (rank, current, member, submitted, workload_id, serial))
                 continue
             run.lo += 1
             run.prev = None
             if run.lo < run.hi:
-                following = run.items[run.lo]
-                heapq.heapreplace(heap, (rank, stored, following[0], following[1], serial))
+                nm, ns, nid = run.items[run.lo]
+                heapq.heapreplace(heap, (rank, stored, nm, ns, nid, serial))
             else:
                 heapq.heappop(heap)
-            self._last = (rank, stored, submitted, workload_id)
+            self._last = (rank, stored, member, submitted, workload_id)
             return workload_id
         self._last = None
         return None
@@ -176,11 +235,11 @@ class FairShareQueue:
         reached only after this one, under the old key: they split off and keep it."""
         if self._last is None:
             return
-        rank, stored, submitted, workload_id = self._last
+        rank, stored, member, submitted, workload_id = self._last
         for run in list(self._by_group.get((rank, share), ())):
             if run.prev != stored or run.lo >= run.hi:
                 continue
-            cut = bisect_right(run.items, (submitted, workload_id), run.lo, run.hi)
+            cut = bisect_right(run.items, (member, submitted, workload_id), run.lo, run.hi)
             run.prev = None
             if cut < run.hi:
                 rest = _Run(rank, share, run.items, cut, run.hi, stored)

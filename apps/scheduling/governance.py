@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from apps.quotas.core import Grant, QuotaNumbers, with_grants
-from apps.reservations.core import Booking
+from apps.reservations.core import Booking, reserved_by_team_class, with_reserved
 from apps.scheduling.data import PRODUCTION, Quota, RunningWorkload, priority_rank
 
 
@@ -44,29 +44,23 @@ def effective_quotas(
             numbers.limit_milli,
             numbers.per_user_cap_milli,
         )
-    held: dict[tuple[str, str], int] = defaultdict(int)
-    for b in reservations:
-        if b.active(now) and b.milli > 0:
-            held[(b.team, b.gpu_class)] += b.milli
-    for key, milli in held.items():
-        q = out.get(key) or Quota(key[0], key[1], 0, 0, None)
-        out[key] = Quota(
-            q.team,
-            q.gpu_class,
-            q.guaranteed_milli + milli,
-            q.limit_milli + milli,
-            None if q.per_user_cap_milli is None else q.per_user_cap_milli + milli,
+    for (team, gpu_class), reserved in reserved_by_team_class(reservations, now=now).items():
+        held = out.get((team, gpu_class))
+        base = (
+            None
+            if held is None
+            else QuotaNumbers(held.guaranteed_milli, held.limit_milli, held.per_user_cap_milli)
+        )
+        grown = with_reserved(base, reserved)
+        assert grown is not None  # something is reserved
+        out[(team, gpu_class)] = Quota(
+            team,
+            gpu_class,
+            grown.guaranteed_milli,
+            grown.limit_milli,
+            grown.per_user_cap_milli,
         )
     return out
-
-
-def reserved_now(reservations: Iterable[Booking], team: str, gpu_class: str, now: datetime) -> int:
-    """What ``team`` holds of ``gpu_class`` by reservations open at ``now`` (milli-GPU)."""
-    return sum(
-        b.milli
-        for b in reservations
-        if b.team == team and b.gpu_class == gpu_class and b.active(now)
-    )
 
 
 def user_cap(

@@ -28,12 +28,25 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from apps.catalog import core as catalog_core
-from apps.scheduling.data import GpuClassSpec, NodeSpec, ReplicaPlacement
-from apps.scheduling.fragmentation import STATE_SHIFT, VGPU_MASK, FragModel, replace_state
+from apps.scheduling.data import (
+    GpuClassSpec,
+    NodeSpec,
+    ReplicaPlacement,
+    TopologyAsk,
+    TypicalRequest,
+)
+from apps.scheduling.fragmentation import (
+    STATE_SHIFT,
+    VGPU_MASK,
+    FragModel,
+    default_typical,
+    replace_state,
+)
 from apps.scheduling.units import Demand, units_per_gpu
 
 _MISSING: object = object()
@@ -72,6 +85,10 @@ class Pool(Protocol):
 
     def node_count(self) -> int: ...
 
+    def place_in_domain(
+        self, demand: Demand, replicas: int, ask: TopologyAsk | None
+    ) -> tuple[ReplicaPlacement, ...] | None: ...
+
 
 class _Node:
     __slots__ = ("cpu", "gpus", "group", "idx", "mem", "spec")
@@ -102,6 +119,36 @@ Score = tuple[float, ...]
 Found = tuple[Score, int, int | None]  # score, node index, chosen GPU state (fractions)
 
 
+class TopologyIndex:
+    """The nodes' topology domains per level (widest first): the node indices (in the given
+    order) of each domain, a domain named by its path from the widest level down, so that
+    racks of different blocks never merge. Nodes lacking a level's label are in no domain
+    of it."""
+
+    def __init__(self, nodes: Sequence[NodeSpec]) -> None:
+        levels: list[str] = []
+        for node in nodes:
+            if node.topology:
+                levels = [level for level, _domain in node.topology]
+                break
+        self.levels: tuple[str, ...] = tuple(levels)
+        self.domains: list[dict[tuple[str, ...], list[int]]] = [{} for _ in levels]
+        for idx, node in enumerate(nodes):
+            path = [domain for _level, domain in node.topology]
+            for level in range(min(len(path), len(levels))):
+                if not path[level]:
+                    break
+                self.domains[level].setdefault(tuple(path[: level + 1]), []).append(idx)
+
+    def domain_of(self, node: NodeSpec, level: str) -> tuple[str, ...] | None:
+        """The node's domain at ``level`` (its path), None outside any."""
+        if level not in self.levels:
+            return None
+        depth = self.levels.index(level) + 1
+        path = tuple(domain for _level, domain in node.topology[:depth])
+        return path if len(path) == depth and all(path) else None
+
+
 class GpuPool:
     """Whole, time-sliced and HAMi GPUs: each GPU has free units (and, for HAMi, vGPUs)."""
 
@@ -128,9 +175,12 @@ class GpuPool:
         self.vgpu_step = 1 if split else 0
         self.split = min(VGPU_MASK, split) if split else VGPU_MASK
         self.epoch = 0
-        self.nodes = [
-            _Node(i, spec, self.cap) for i, spec in enumerate(sorted(nodes, key=lambda n: n.name))
-        ]
+        # In domain order (then by name): ties fill one domain before the next, so small work
+        # stays off the domains left whole for gangs. Without topology: by name.
+        ordered = sorted(nodes, key=lambda n: (tuple(d for _level, d in n.topology), n.name))
+        self.nodes = [_Node(i, spec, self.cap) for i, spec in enumerate(ordered)]
+        self.topology = TopologyIndex(ordered)
+        self._domain_failed: dict[tuple[int, int, int, int, int, int], int] = {}
         self.by_name = {n.spec.name: n for n in self.nodes}
         self._max_gpus = max((len(n.gpus) for n in self.nodes), default=0)
         # Best-fit tie-break: what is left on the node, each resource relative to the largest.
@@ -285,6 +335,83 @@ class GpuPool:
         if found is not None and found.idx in self._excluded:
             self._excluded.discard(found.idx)
             self._regroup(found)
+
+    # --- topology --------------------------------------------------------------------
+    def _room(self, node: _Node, demand: Demand) -> int | None:
+        """The free units left on the node after one replica, or None if it does not fit."""
+        if node.idx in self._excluded or node.cpu < demand.cpu_milli:
+            return None
+        if node.mem < demand.memory_mib:
+            return None
+        free = sum(s >> STATE_SHIFT for s in node.gpus)
+        if demand.gpus == 0:
+            return free
+        if demand.units >= self.cap:
+            full = self.cap << STATE_SHIFT
+            fits = sum(1 for s in node.gpus if s == full) >= demand.gpus
+        else:
+            fits = any(
+                (s >> STATE_SHIFT) >= demand.units and (s & VGPU_MASK) < self.split
+                for s in node.gpus
+            )
+        return free - demand.units * demand.gpus if fits else None
+
+    def place_in_domain(
+        self, demand: Demand, replicas: int, ask: TopologyAsk | None
+    ) -> tuple[ReplicaPlacement, ...] | None:
+        """A gang inside one topology domain: the narrowest level where a domain holds it
+        (up to the asked level, else up to the widest), the domain with the fewest nodes
+        that could take a replica (the smallest that fits, so larger ones stay whole), in it
+        the nodes left fullest. None when no domain holds it (or the pool has no topology)."""
+        levels = self.topology.levels
+        if replicas < 2 or not levels:
+            return None
+        widest = 0
+        if ask is not None:
+            if ask.level not in levels:
+                return None
+            widest = levels.index(ask.level)
+        key = (demand.units, demand.gpus, demand.cpu_milli, demand.memory_mib, replicas, widest)
+        if self._domain_failed.get(key) == self.epoch:
+            return None
+        for level in range(len(levels) - 1, widest - 1, -1):
+            best: tuple[tuple[int, tuple[str, ...]], list[tuple[int, int]]] | None = None
+            for domain, members in self.topology.domains[level].items():
+                if len(members) < replicas:
+                    continue
+                fit = []
+                for idx in members:
+                    room = self._room(self.nodes[idx], demand)
+                    if room is not None:
+                        fit.append((room, idx))
+                if len(fit) < replicas:
+                    continue
+                rank = (len(fit), domain)
+                if best is None or rank < best[0]:
+                    best = (rank, fit)
+            if best is not None:
+                chosen = sorted(best[1])[:replicas]
+                return tuple(
+                    self.commit(
+                        ((0.0,), idx, self._pick_gpus(self.nodes[idx], demand, None), None),
+                        demand,
+                    )
+                    if demand.units >= self.cap or demand.gpus == 0
+                    else self._commit_fraction(idx, demand)
+                    for _room, idx in chosen
+                )
+        if not self._excluded:
+            self._domain_failed[key] = self.epoch
+        return None
+
+    def _commit_fraction(self, idx: int, demand: Demand) -> ReplicaPlacement:
+        node = self.nodes[idx]
+        state = max(
+            s
+            for s in node.gpus
+            if (s >> STATE_SHIFT) >= demand.units and (s & VGPU_MASK) < self.split
+        )
+        return self.commit(((0.0,), idx, (node.gpus.index(state),), state), demand)
 
     # --- changes -----------------------------------------------------------------------
     def place(self, demand: Demand) -> ReplicaPlacement | None:
@@ -470,6 +597,12 @@ class MigPool:
     def choice_node(self, choice: Choice) -> str:
         return self.specs[choice[1]].name
 
+    def place_in_domain(
+        self, demand: Demand, replicas: int, ask: TopologyAsk | None
+    ) -> tuple[ReplicaPlacement, ...] | None:
+        """MIG gangs are placed without regard to topology."""
+        return None
+
     def exclude(self, node: str) -> None:
         if node in self.by_name:
             self._excluded.add(node)
@@ -547,9 +680,130 @@ def fitting_nodes(pool: Pool, demand: Demand, limit: int) -> list[Choice]:
     return choices
 
 
-def place_gang(pool: Pool, demand: Demand, replicas: int) -> tuple[ReplicaPlacement, ...] | None:
-    """All replicas in ``pool``, each on a different node, or none (nothing is taken)."""
+def place_gang(
+    pool: Pool, demand: Demand, replicas: int, ask: TopologyAsk | None = None
+) -> tuple[ReplicaPlacement, ...] | None:
+    """All replicas in ``pool``, each on a different node, or none (nothing is taken).
+
+    Where the nodes carry topology a gang goes inside one domain if one holds it (the
+    narrowest level first, :meth:`GpuPool.place_in_domain`); an ask ``required`` at a level
+    is placed there or not at all, otherwise the gang spreads over the best nodes."""
+    placed = pool.place_in_domain(demand, replicas, ask)
+    if placed is not None:
+        return placed
+    if ask is not None and ask.required:
+        return None
     choices = fitting_nodes(pool, demand, replicas)
     if len(choices) < replicas:
         return None
     return tuple(pool.commit(choice, demand) for choice in choices)
+
+
+def build_pools(
+    classes: Sequence[GpuClassSpec],
+    nodes: Sequence[NodeSpec],
+    typical: dict[str, tuple[TypicalRequest, ...]],
+) -> dict[str, list[Pool]]:
+    """One pool per (class, cluster), clusters in name order."""
+    by_class = {c.name: c for c in classes}
+    grouped: dict[tuple[str, str], list[NodeSpec]] = defaultdict(list)
+    for node in nodes:
+        if node.gpu_class in by_class and node.gpu_count > 0:
+            grouped[(node.gpu_class, node.cluster)].append(node)
+    pools: dict[str, list[Pool]] = defaultdict(list)
+    for (class_name, cluster), members in sorted(grouped.items()):
+        gpu_class = by_class[class_name]
+        if gpu_class.sharing_mode == catalog_core.SHARING_MIG:
+            pools[class_name].append(MigPool(gpu_class, cluster, members))
+        else:
+            model = FragModel(
+                typical.get(class_name) or default_typical(), units_per_gpu(gpu_class)
+            )
+            pools[class_name].append(GpuPool(gpu_class, cluster, members, model))
+    return dict(pools)
+
+
+def bound_shares(
+    requests: Iterable[tuple[frozenset[str] | None, int]], capacity: Mapping[str, int]
+) -> dict[str, float]:
+    """Per pool, the share of the typical GPU demand that only it (or a few pools with it)
+    may serve: ``requests`` are (the pools a request may use, None for any; its GPU milli).
+    A request bound to several pools is split over them by their capacity."""
+    total = 0
+    bound: dict[str, float] = defaultdict(float)
+    for allowed, milli in requests:
+        total += milli
+        if allowed is None or milli <= 0:
+            continue
+        named = [p for p in allowed if capacity.get(p, 0) > 0]
+        weight = sum(capacity[p] for p in named)
+        for p in named:
+            bound[p] += milli * capacity[p] / weight
+    return {p: v / total for p, v in bound.items()} if total else {}
+
+
+class PoolChooser:
+    """Which pool serves a replica that several pools could serve (a request free of GPU
+    model, as the trace's pods without a gpu_spec). Pure, one cycle or one simulation.
+
+    Within a pool the pool's own score decides; across pools the score compares too
+    (fragment growth, then best fit). One rule comes first: demand free to go anywhere stays
+    off the capacity that demand bound to a pool will need. Each pool keeps a *reserve*: the
+    demand bound to it expected by the time arrived demand fills the cluster (its bound
+    share of the typical demand × the cluster's capacity, at most the pool's capacity), less
+    what bound demand already took there. A free replica goes to the pools where it fits
+    beside the reserve; only when none has room does it take reserved capacity (never is it
+    refused while some pool could hold it). Without bound demand no pool reserves anything
+    and the choice is the plain best score. Found on the Alibaba trace with a third of the
+    pods bound to a model: free pods packed onto the scarce models' nodes first left the pods
+    bound to those models nowhere to go (bench/README.md)."""
+
+    def __init__(
+        self,
+        pools: Mapping[str, Pool],
+        shares: Mapping[str, float],
+        *,
+        order: Mapping[str, int] | None = None,
+    ) -> None:
+        self.pools = dict(pools)
+        self.order = order
+        total = sum(p.capacity_milli() for p in self.pools.values())
+        self.free = {name: p.free_milli() for name, p in self.pools.items()}
+        self.reserve = {
+            name: min(float(p.capacity_milli()), shares.get(name, 0.0) * total)
+            for name, p in self.pools.items()
+        }
+
+    def _key(self, name: str, choice: Choice) -> tuple[float, ...]:
+        score = choice[0]
+        node = self.pools[name].choice_node(choice)
+        tie = float(self.order[node]) if self.order is not None else score[-1]
+        return (*score[:-1], tie)
+
+    def place(
+        self, demand: Demand, milli: int, allowed: frozenset[str] | None = None
+    ) -> tuple[str, ReplicaPlacement] | None:
+        """Place one replica of ``milli`` GPU milli on the best pool it may use, or None."""
+        best: tuple[tuple[float, ...], str, Choice] | None = None
+        spill: tuple[tuple[float, ...], str, Choice] | None = None
+        for name, pool in self.pools.items():
+            if allowed is not None and name not in allowed:
+                continue
+            choice = pool.find(demand)
+            if choice is None:
+                continue
+            key = self._key(name, choice)
+            roomy = allowed is not None or self.free[name] - self.reserve[name] >= milli
+            if roomy and (best is None or key < best[0]):
+                best = (key, name, choice)
+            if spill is None or key < spill[0]:
+                spill = (key, name, choice)
+        chosen = best or spill
+        if chosen is None:
+            return None
+        _key, name, choice = chosen
+        self.free[name] -= milli
+        if allowed is not None:
+            # Bound demand takes what was kept for it: the room beside the reserve is unchanged.
+            self.reserve[name] = max(0.0, self.reserve[name] - milli)
+        return name, self.pools[name].commit(choice, demand)

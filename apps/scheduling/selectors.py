@@ -32,7 +32,7 @@ from apps.scheduling.data import (
     Snapshot,
     WaitingWorkload,
 )
-from apps.scheduling.fairshare import UsageInterval, decayed_usage
+from apps.scheduling.fairshare import UsageInterval, decayed_member_usage, decayed_usage
 from apps.workloads import core as workload_core
 from apps.workloads.models import Workload
 
@@ -104,9 +104,14 @@ def placement_from_json(data: Any) -> Placement | None:
 
 
 def placement_to_json(
-    placement: Placement, *, gpu_uuids: dict[tuple[str, str], tuple[str, ...]]
+    placement: Placement,
+    *,
+    gpu_uuids: dict[tuple[str, str], tuple[str, ...]],
+    allocation: str | None = None,
 ) -> dict[str, Any]:
-    """The placement orchestration reads: per replica the node, GPU indices and UUIDs."""
+    """The placement orchestration reads: per replica the node, GPU indices and UUIDs, and
+    (``allocation``) how the class allocated GPUs when it was admitted (device plugin or DRA):
+    the workload keeps that way even if an admin switches the class while it runs."""
     replicas = []
     for r in placement.replicas:
         uuids = gpu_uuids.get((placement.cluster, r.node), ())
@@ -120,7 +125,10 @@ def placement_to_json(
                 "mig_slot": r.mig_slot,
             }
         )
-    return {"cluster": placement.cluster, "replicas": replicas}
+    stored: dict[str, Any] = {"cluster": placement.cluster, "replicas": replicas}
+    if allocation:
+        stored["allocation"] = allocation
+    return stored
 
 
 def _running(w: Workload, now: datetime) -> RunningWorkload:
@@ -142,6 +150,8 @@ def _running(w: Workload, now: datetime) -> RunningWorkload:
         name=w.name,
         requeue_on_preemption=w.requeue_on_preemption,
         sweep=w.sweep_id,
+        checkpoint_at=w.checkpoint_at,
+        checkpoint_step=w.checkpoint_step,
     )
 
 
@@ -214,6 +224,12 @@ def _scale_ups(endpoints: Any) -> list[WaitingWorkload]:
 
 def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str], float]:
     """Decayed average allocation per (team, class) over the recent past."""
+    intervals = usage_intervals(now=now, half_life_seconds=half_life_seconds)
+    return decayed_usage(intervals, now=now, half_life_seconds=half_life_seconds)
+
+
+def usage_intervals(*, now: datetime, half_life_seconds: int) -> list[UsageInterval]:
+    """Who held what, when, over the recent past: the intervals decayed usage is made of."""
     since = now - timedelta(seconds=half_life_seconds * HISTORY_HALF_LIVES)
     rows = (
         Workload.objects.units()
@@ -228,10 +244,11 @@ def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str]
             "finished_at",
             "preempted_at",
             "state",
+            "owner__username",
         )
     )
     intervals = []
-    for team, gpu_class, milli, replicas, admitted, finished, preempted, state in rows:
+    for team, gpu_class, milli, replicas, admitted, finished, preempted, state, owner in rows:
         if admitted is None:
             continue
         if state in workload_core.ACTIVE_STATES:
@@ -242,8 +259,10 @@ def past_usage(*, now: datetime, half_life_seconds: int) -> dict[tuple[str, str]
             end = preempted
         else:
             continue  # waiting again, never ran since: nothing to count
-        intervals.append(UsageInterval(team, gpu_class, milli * replicas, admitted, end))
-    return decayed_usage(intervals, now=now, half_life_seconds=half_life_seconds)
+        intervals.append(
+            UsageInterval(team, gpu_class, milli * replicas, admitted, end, owner=owner)
+        )
+    return intervals
 
 
 def burst_terms() -> BurstTerms:
@@ -305,6 +324,10 @@ def scheduling_snapshot(
     waiting = [
         _waiting(w)
         for w in units.filter(state__in=workload_core.WAITING_STATES)
+        # Back in the queue while its previous run's objects are still being removed (a retry
+        # after a failure goes straight back, its cluster recorded for the cleanup): admitted
+        # again only once they are gone, so that no new run finds the old Job in its place.
+        .exclude(Q(state=workload_core.QUEUED, cluster__isnull=False) & ~Q(k8s_objects=[]))
         .select_related(*related)
         .order_by("id")
     ]
@@ -317,29 +340,24 @@ def scheduling_snapshot(
     )
     preempted = [
         PreemptedWorkload(
-            id=pk,
-            preempted_at=at or now,
+            id=w.pk,
+            preempted_at=w.preempted_at or now,
             # Moved off a drained node: back to the queue whatever was chosen for preemption.
-            requeue=requeue or (reason or "").startswith(DRAIN_PREFIX),
-            priority=priority,
-            sweep=sweep,
+            requeue=w.requeue_on_preemption or (w.last_reason or "").startswith(DRAIN_PREFIX),
+            priority=w.priority_class,
+            sweep=w.sweep_id,
+            # Until it leaves this state its pods may still terminate where it ran: what it
+            # held stays held (core._Cycle._hold), for the workload it was preempted for.
+            held=held if (held := _running(w, now)).placement is not None else None,
         )
-        for pk, at, requeue, priority, sweep, reason in units.filter(state=workload_core.PREEMPTED)
-        .order_by("id")
-        .values_list(
-            "id",
-            "preempted_at",
-            "requeue_on_preemption",
-            "priority_class",
-            "sweep_id",
-            "last_reason",
-        )
+        for w in units.filter(state=workload_core.PREEMPTED).select_related(*related).order_by("id")
     ]
     sweeps = {w.sweep for w in waiting if w.sweep is not None}
     parallelism = {
         pk: _parallelism(params)
         for pk, params in Workload.objects.filter(pk__in=sweeps).values_list("id", "params")
     }
+    history = usage_intervals(now=now, half_life_seconds=half_life_seconds)
     return Snapshot(
         now=now,
         classes=tuple(class_spec(c) for c in GpuClass.objects.order_by("name")),
@@ -350,7 +368,10 @@ def scheduling_snapshot(
             quota_spec(q)
             for q in TeamQuota.objects.select_related("team", "gpu_class").order_by("id")
         ),
-        past_usage_milli=past_usage(now=now, half_life_seconds=half_life_seconds),
+        past_usage_milli=decayed_usage(history, now=now, half_life_seconds=half_life_seconds),
+        member_past_usage_milli=decayed_member_usage(
+            history, now=now, half_life_seconds=half_life_seconds
+        ),
         preempted=tuple(preempted),
         parallelism=parallelism,
         grants=tuple(grant_specs(now=now)),

@@ -6,5 +6,5 @@ from django.apps import AppConfig
 class ServingConfig(AppConfig):
     name = "apps.serving"
     label = "serving"
-    verbose_name = "Inference endpoint scaling"
+    verbose_name = "Inference endpoints"
     default_auto_field = "django.db.models.BigAutoField"

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from apps.accounts.models import Team
+from apps.serving import keys
 from apps.workloads.models import Workload
 
 
@@ -40,3 +43,34 @@ class ScalerState(models.Model):
 
     def __str__(self) -> str:
         return f"scaler of #{self.workload_id}"
+
+
+class EndpointKey(models.Model):
+    """A key applications call one inference endpoint with. Only its digest is stored; the key
+    is shown once, when created. Revoked keys stay listed (who made it, when it was last used)
+    and open nothing."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="endpoint_keys")
+    # The endpoint (an inference workload of the team), by its id.
+    endpoint_id = models.PositiveIntegerField(db_index=True)
+    name = models.CharField(max_length=keys.MAX_KEY_NAME_LENGTH)
+    lookup = models.CharField(max_length=16, help_text="Shown to tell keys apart.")
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        # The table the keys were created in when they were credentials' (moved without a copy).
+        db_table = "credentials_endpointkey"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({keys.ENDPOINT_KEY_PREFIX}_{self.lookup}_…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

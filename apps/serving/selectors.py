@@ -8,10 +8,10 @@ from typing import Any
 
 from django.conf import settings
 
-from apps.credentials.models import EndpointKey
-from apps.credentials.selectors import endpoint_keys
 from apps.orchestration import manifests as m
-from apps.serving.models import EndpointSample
+from apps.orchestration.names import stored_name
+from apps.serving import keys
+from apps.serving.models import EndpointKey, EndpointSample
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 
@@ -22,7 +22,7 @@ HISTORY_SAMPLES = 120
 class EndpointOverview:
     workload: Workload
     url: str  # through the ingress; empty: served only inside the cluster
-    service: str  # the in-cluster address
+    service: str  # the in-cluster address (empty while the endpoint has no Service)
     replicas: int  # held (admitted) now
     target: int  # asked for (by its owner or the scaling loop)
     min_replicas: int
@@ -74,6 +74,14 @@ def endpoint_status(workload: Workload, endpoint: dict[str, Any]) -> str:
     return "; ".join(p for p in parts if p)
 
 
+def service_address(workload: Workload) -> str:
+    """The endpoint's in-cluster address: its Service as stored when it was created."""
+    name = stored_name(workload, "Service")
+    if not name:
+        return ""
+    return f"{name}.{workload.team.namespace}.svc:{m.ENDPOINT_SERVICE_PORT}"
+
+
 def endpoint_overview(workload: Workload, *, history: int = HISTORY_SAMPLES) -> EndpointOverview:
     endpoint = dict((workload.params or {}).get("endpoint") or {})
     samples = list(
@@ -84,7 +92,7 @@ def endpoint_overview(workload: Workload, *, history: int = HISTORY_SAMPLES) -> 
     return EndpointOverview(
         workload=workload,
         url=endpoint_url(workload),
-        service=f"wl-{workload.pk}.{workload.team.namespace}.svc:{m.ENDPOINT_SERVICE_PORT}",
+        service=service_address(workload),
         replicas=held,
         target=int(endpoint.get("target_replicas") or 0),
         min_replicas=int(endpoint.get("min_replicas") or 0),
@@ -110,3 +118,19 @@ def endpoint_overview(workload: Workload, *, history: int = HISTORY_SAMPLES) -> 
         samples=samples,
         cost_per_hour=cost.quantize(Decimal("0.01")),
     )
+
+
+def endpoint_key_matches(*, endpoint_id: int, plaintext: str) -> EndpointKey | None:
+    """The live key of this endpoint a call presents, or None (no key, a wrong, revoked or
+    other endpoint's key)."""
+    if not plaintext:
+        return None
+    return EndpointKey.objects.filter(
+        endpoint_id=endpoint_id,
+        digest=keys.endpoint_key_digest(plaintext),
+        revoked_at__isnull=True,
+    ).first()
+
+
+def endpoint_keys(*, endpoint_id: int) -> list[EndpointKey]:
+    return list(EndpointKey.objects.filter(endpoint_id=endpoint_id).select_related("created_by"))

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.common import taskqueue
-from apps.serving import services
+from apps.serving import autoscaling
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 def autoscale() -> None:
     if not settings.TELEMETRY_ENABLED:
         return
-    result = services.autoscale_pass()
+    result = autoscaling.autoscale_pass()
     for problem in result.errors or []:
         log.warning("scaling loop: %s", problem)
 
@@ -27,4 +27,4 @@ def autoscale() -> None:
 @shared_task(name=taskqueue.SERVING_SAMPLES_PURGE.name, ignore_result=True)
 def samples_purge() -> None:
     before = timezone.now() - timedelta(days=settings.SERVING_SAMPLE_RETENTION_DAYS)
-    services.endpoint_samples_purge(before=before)
+    autoscaling.endpoint_samples_purge(before=before)

@@ -90,6 +90,10 @@ class WorkloadUsage(models.Model):
     idle_since = models.DateTimeField(null=True, blank=True)
     warned_at = models.DateTimeField(null=True, blank=True)
     flagged_at = models.DateTimeField(null=True, blank=True)
+    # Notebooks: when Jupyter last saw use (its API, kernels, terminals; now while a kernel is
+    # busy), as read by the last activity pass; None until Jupyter answered once.
+    jupyter_last_activity = models.DateTimeField(null=True, blank=True)
+    jupyter_checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["idle_since"], name="usage_idle_since_idx")]

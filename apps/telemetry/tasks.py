@@ -8,9 +8,10 @@ from celery import shared_task
 from django.conf import settings
 
 from apps.common import taskqueue
-from apps.telemetry import services, spend
+from apps.telemetry import services
 from apps.telemetry.models import IngestCursor
 from apps.telemetry.prom import PrometheusUnavailable
+from apps.telemetry.services import spend
 
 log = logging.getLogger(__name__)
 

@@ -1,28 +1,39 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
+from apps.accounts.models import Membership
 from apps.accounts.selectors import memberships_of
 from apps.notifications.selectors import unread_count
-from apps.telemetry.overview import may_see_overview
+from apps.telemetry.selectors.overview import may_see_overview
 
 
-def has_team(user: Any) -> bool:
+def menu_memberships(user: Any) -> list[Membership]:
+    """The user's memberships with their teams, by team name, for the menu: one query."""
+    if user is None or not user.is_authenticated:
+        return []
+    return list(memberships_of(user))
+
+
+def has_team(user: Any, memberships: Sequence[Membership]) -> bool:
     """Whether the team pages lead anywhere for ``user``: a team member, or an admin."""
     if user is None or not user.is_authenticated:
         return False
-    return bool(user.is_staff or memberships_of(user).exists())
+    return bool(user.is_staff or memberships)
 
 
 def portal(request: HttpRequest) -> dict[str, object]:
     user = getattr(request, "user", None)
+    # Read only where the navigation is drawn, once for both its uses: one query then.
+    memberships = SimpleLazyObject(lambda: menu_memberships(user))
     return {
-        # Called by the template only where the navigation is drawn: one query then.
-        "has_team": lambda: has_team(user),
+        "has_team": lambda: has_team(user, memberships),  # type: ignore[arg-type]
+        "menu_memberships": memberships,
         "oidc_enabled": settings.OIDC_ENABLED,
         "dev_login_enabled": settings.DEV_LOGIN_ENABLED,
         # Counted only when a page shows it (the menu of a signed-in user).
@@ -30,6 +41,7 @@ def portal(request: HttpRequest) -> dict[str, object]:
             lambda: unread_count(request.user) if request.user.is_authenticated else 0
         ),
         "currency": settings.PLATFORM_CURRENCY,
-        # Asked only when a page draws the navigation (a template calls it).
+        # Asked only when a page draws the navigation (a template calls it); the led teams'
+        # ids are read once per request, the workloads list's cancel boxes use them too.
         "sees_overview": lambda: (request.user.is_authenticated and may_see_overview(request.user)),
     }

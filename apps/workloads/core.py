@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import posixpath
 import random
+import re
+import shlex
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 
 KIND_NOTEBOOK = "notebook"
@@ -33,13 +36,19 @@ WAITING_STATES = frozenset({PENDING, QUEUED})
 
 # DESIGN.md: pending → queued → admitted → starting → running → succeeded | failed | cancelled,
 # plus preempted (back to queued unless the user said otherwise), suspended (notebooks,
-# resumable) and expired (max runtime reached). Any live state may fail or be cancelled.
+# resumable) and expired (max runtime reached). Any live state may fail or be cancelled. A
+# retry after a failure is no preemption: a job's Job starts the program again (running →
+# starting), a gang goes straight back to the queue (starting | running → queued).
 TRANSITIONS: dict[str, frozenset[str]] = {
     PENDING: frozenset({QUEUED, FAILED, CANCELLED}),
     QUEUED: frozenset({ADMITTED, FAILED, CANCELLED}),
     ADMITTED: frozenset({STARTING, RUNNING, QUEUED, PREEMPTED, FAILED, CANCELLED}),
-    STARTING: frozenset({RUNNING, SUCCEEDED, PREEMPTED, FAILED, CANCELLED, EXPIRED, SUSPENDED}),
-    RUNNING: frozenset({SUCCEEDED, FAILED, CANCELLED, PREEMPTED, SUSPENDED, EXPIRED}),
+    STARTING: frozenset(
+        {RUNNING, SUCCEEDED, PREEMPTED, FAILED, CANCELLED, EXPIRED, SUSPENDED, QUEUED}
+    ),
+    RUNNING: frozenset(
+        {SUCCEEDED, FAILED, CANCELLED, PREEMPTED, SUSPENDED, EXPIRED, STARTING, QUEUED}
+    ),
     PREEMPTED: frozenset({QUEUED, FAILED, CANCELLED}),
     SUSPENDED: frozenset({QUEUED, CANCELLED, FAILED}),
     SUCCEEDED: frozenset(),
@@ -188,6 +197,102 @@ def sweep_state(trial_states: Iterable[str]) -> tuple[str, str]:
     if active or done:
         return RUNNING, f"{active} of {total} trials running, {done} done, {waiting} waiting."
     return QUEUED, f"{total} trials waiting for GPUs."
+
+
+# --- sweeps: {name} placeholders in a trial's command and arguments -----------------------------
+
+# A placeholder names a parameter of the sweep (the grid's or the ranges'): ``{lr}``; ``{{`` and
+# ``}}`` are literal braces. Each trial's command and arguments are its own argv with the values
+# put in, word by word: no shell reads them, so a value is never parsed as shell syntax — except
+# inside the script of ``sh -c`` (bash, dash, …), where each value is put in shell-quoted, one
+# word of the script whatever it holds.
+PLACEHOLDER_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_PLACEHOLDER_TOKEN = re.compile(r"\{\{|\}\}|\{(" + PLACEHOLDER_NAME + r")\}|[{}]")
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh", "mksh", "busybox"})
+
+
+class PlaceholderError(ValueError):
+    """A word with a brace that is neither a placeholder nor an escaped brace."""
+
+    def __init__(self, word: str, brace: str) -> None:
+        self.word, self.brace = word, brace
+        twice = "{{" if brace == "{" else "}}"
+        super().__init__(
+            f"“{word}” has a lone “{brace}”: write {{name}} for a parameter of the sweep, "
+            f"or {twice} for a literal brace."
+        )
+
+
+def placeholders_in(word: str) -> list[str]:
+    """The parameter names ``word`` refers to, in order; PlaceholderError on a lone brace."""
+    names = []
+    for match in _PLACEHOLDER_TOKEN.finditer(word):
+        token = match.group(0)
+        if match.group(1) is not None:
+            names.append(match.group(1))
+        elif token in ("{", "}"):
+            raise PlaceholderError(word, token)
+    return names
+
+
+def fill_placeholders(
+    word: str, values: Mapping[str, str], quote: Callable[[str], str] | None = None
+) -> str:
+    """``word`` with each ``{name}`` replaced by ``values[name]`` (through ``quote``, if given)
+    and ``{{``/``}}`` by single braces. A name without a value, or a lone brace, raises."""
+
+    def put(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found in ("{{", "}}"):
+            return found[0]
+        name = match.group(1)
+        if name is None:
+            raise PlaceholderError(word, found)
+        value = values[name]
+        return quote(value) if quote is not None else value
+
+    return _PLACEHOLDER_TOKEN.sub(put, word)
+
+
+def shell_script_index(argv: Sequence[str]) -> int | None:
+    """Where the script of ``sh -c SCRIPT …`` is in ``argv`` (a shell as the program, ``-c``
+    among its options), or None when ``argv`` is no such call."""
+    if not argv or posixpath.basename(argv[0]) not in SHELLS:
+        return None
+    start = 1
+    if posixpath.basename(argv[0]) == "busybox":
+        if len(argv) < 2 or argv[1] not in SHELLS - {"busybox"}:
+            return None
+        start = 2
+    i, script = start, False
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            i += 1
+            break
+        if word.startswith("--"):
+            i += 1  # a long option (--norc, --login)
+            continue
+        if len(word) > 1 and word[0] in "-+":
+            script = script or (word[0] == "-" and "c" in word[1:])
+            i += 2 if word in ("-o", "+o") else 1  # -o NAME: its value follows
+            continue
+        break
+    return i if script and i < len(argv) else None
+
+
+def sweep_argv(
+    command: Sequence[str], args: Sequence[str], point: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """A trial's command and arguments: the sweep's, with the point's values in its
+    placeholders (checked at submit: every name is a parameter, no lone brace)."""
+    argv = [*command, *args]
+    script = shell_script_index(argv)
+    filled = [
+        fill_placeholders(word, point, shlex.quote if i == script else None)
+        for i, word in enumerate(argv)
+    ]
+    return filled[: len(command)], filled[len(command) :]
 
 
 # Scales of a sampled range: uniform, uniform in the logarithm, uniform whole numbers.

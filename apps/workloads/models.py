@@ -11,6 +11,16 @@ from apps.catalog.models import Cluster, GpuClass, Image
 from apps.workloads import core, rules
 
 
+def default_cpu_milli() -> int:
+    """CPU (milli-cores) one replica asks for besides its GPUs, at submit (WORKLOAD_CPU_MILLI)."""
+    return int(settings.WORKLOAD_CPU_MILLI)
+
+
+def default_memory_mib() -> int:
+    """Memory (MiB) one replica asks for besides its GPUs, at submit (WORKLOAD_MEMORY_MIB)."""
+    return int(settings.WORKLOAD_MEMORY_MIB)
+
+
 class WorkloadQuerySet(models.QuerySet["Workload"]):
     def units(self) -> WorkloadQuerySet:
         """What holds or waits for GPUs: everything but sweeps themselves (their trials do)."""
@@ -82,8 +92,8 @@ class Workload(models.Model):
         blank=True,
         help_text="The team's datasets the workload reads, as resolved at submit.",
     )
-    cpu_milli = models.PositiveIntegerField(default=2000)
-    memory_mib = models.PositiveIntegerField(default=8192)
+    cpu_milli = models.PositiveIntegerField(default=default_cpu_milli)
+    memory_mib = models.PositiveIntegerField(default=default_memory_mib)
     max_runtime_seconds = models.PositiveIntegerField(null=True, blank=True)
     idle_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
     retries = models.PositiveSmallIntegerField(default=0)
@@ -121,6 +131,10 @@ class Workload(models.Model):
     estimated_start_at = models.DateTimeField(null=True, blank=True)
     scheduling_advice = models.JSONField(default=list, blank=True)
     preempted_at = models.DateTimeField(null=True, blank=True)
+    # The last checkpoint the running program reported on its log (docs/checkpoints.md), kept
+    # by orchestration's metrics pass: preemption picks the victims that lose the least work.
+    checkpoint_at = models.DateTimeField(null=True, blank=True, editable=False)
+    checkpoint_step = models.BigIntegerField(null=True, blank=True, editable=False)
     # A sweep's trial: its own schedulable unit (admitted, charged, preempted and retried on
     # its own), one point of the sweep's grid. The sweep itself (kind sweep, no ``sweep``)
     # holds no GPUs: its state follows its trials' (services.sweep_state_refresh).

@@ -284,7 +284,38 @@ def size_request(
     )
 
 
-def request_label(gpu_milli: int, replicas: int, gpu_class: str) -> str:
-    """How much a request asks for: "0.25 GPU A100-80GB-MIG", "2 × 4 GPUs H100-80GB"."""
+def request_label(
+    gpu_milli: int, replicas: int, gpu_class: str, *, parallelism: int | None = None
+) -> str:
+    """How much a request asks for: "0.25 GPU A100-80GB-MIG", "2 × 4 GPUs H100-80GB".
+
+    A sweep (``parallelism`` given, ``replicas`` its trials) holds GPUs for the trials that
+    run at once, each charged on its own: "5 trials at once × 0.25 GPU L40S-48GB (20 trials)"."""
+    if parallelism is not None:
+        at_once = max(1, min(parallelism, replicas))
+        trials = "trial" if at_once == 1 else "trials"
+        return (
+            f"{at_once} {trials} at once × {amount_label(gpu_milli)} {gpu_class} "
+            f"({replicas} {'trial' if replicas == 1 else 'trials'})"
+        )
     prefix = f"{replicas} × " if replicas > 1 else ""
     return f"{prefix}{amount_label(gpu_milli)} {gpu_class}"
+
+
+def sweep_parallelism(kind: str, params: Any) -> int | None:
+    """A sweep's recorded parallelism (the rules fixed it at submit; malformed: 1); None for
+    any other kind and for a trial (one replica of its own, which records none)."""
+    if kind != "sweep" or not isinstance(params, dict) or params.get("parallelism") is None:
+        return None
+    value = params["parallelism"]
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return 1
+
+
+def at_once_milli(milli: int, replicas: int, parallelism: int | None) -> int:
+    """What a request holds at once of ``milli`` per replica: all its replicas, a sweep only
+    the trials that run at once."""
+    if parallelism is not None:
+        return milli * max(1, min(parallelism, replicas))
+    return milli * replicas

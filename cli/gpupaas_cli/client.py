@@ -1,4 +1,9 @@
-"""A small HTTP client for the gpupaas API: errors become exceptions with an exit code."""
+"""A small HTTP client for the gpupaas API: errors become exceptions with an exit code.
+
+httpx is imported when a client is made, not with this module: its errors are imported by
+every command, and ``--help`` or a usage error should not pay for an HTTP stack. It is
+imported without its own command-line tool (:mod:`gpupaas_cli.lean`).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from gpupaas_cli import exits
+from gpupaas_cli import exits, lean
 from gpupaas_cli.config import Config
+
+if TYPE_CHECKING:
+    import httpx
 
 USER_AGENT = "gpupaas-cli/0.1"
 MAX_ATTEMPTS = 3
@@ -70,6 +76,9 @@ def _error_from(response: httpx.Response) -> ApiError:
 
 class Client:
     def __init__(self, config: Config, *, timeout: float = 30.0, sleep: Any = time.sleep) -> None:
+        with lean.hidden("pygments", "rich"):
+            import httpx
+
         self.base = config.url
         self._sleep = sleep
         self._http = httpx.Client(
@@ -92,6 +101,8 @@ class Client:
         self.close()
 
     def _network_error(self, exc: httpx.HTTPError) -> NetworkError:
+        import httpx
+
         if isinstance(exc, httpx.TimeoutException):
             return NetworkError(f"gpupaas at {self.base} did not answer in time ({exc}).")
         return NetworkError(
@@ -111,6 +122,8 @@ class Client:
     ) -> Any:
         """Send a request; retries rate limits (after Retry-After) and, for requests that are
         safe to repeat, network failures. Returns the decoded JSON body (None for 204)."""
+        import httpx
+
         safe = method == "GET" if idempotent is None else idempotent
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
@@ -152,6 +165,8 @@ class Client:
 
     def stream_lines(self, path: str, **params: Any) -> Iterator[str]:
         """Lines of a streaming text response, as they arrive."""
+        import httpx
+
         query = {k: v for k, v in params.items() if v is not None}
         try:
             with self._http.stream(

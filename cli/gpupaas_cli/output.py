@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import typer
+import click
 
 
 def emit_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, sort_keys=True))
+    click.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -29,6 +29,17 @@ def gpus(milli: int | None) -> str:
         return "-"
     text = f"{milli / 1000:.3f}".rstrip("0").rstrip(".")
     return text or "0"
+
+
+def money(amount: Any, currency: str | None) -> str:
+    """An amount with its currency ("9.00 EUR"); the amount alone from a server that names
+    none."""
+    return f"{amount} {currency}" if currency else str(amount)
+
+
+def cost_header(title: str, currency: str | None) -> str:
+    """A table's cost column, named with the currency of its amounts ("COST (EUR)")."""
+    return f"{title} ({currency})" if currency else title
 
 
 def age(timestamp: str | None, now: datetime | None = None) -> str:
@@ -51,6 +62,12 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
 def workload_request(w: dict[str, Any]) -> str:
     per = gpus(w.get("gpu_milli"))
     replicas = w.get("replicas") or 1
+    params = w.get("params")
+    at_once = params.get("parallelism") if isinstance(params, dict) else None
+    if w.get("kind") == "sweep" and isinstance(at_once, int) and at_once >= 1:
+        # A sweep holds GPUs for the trials that run at once, each charged on its own.
+        amount = f"{min(at_once, replicas)} at once×{per} ({replicas} trials)"
+        return f"{amount} {w.get('gpu_class', '')}".strip()
     amount = per if replicas == 1 else f"{replicas}×{per}"
     return f"{amount} {w.get('gpu_class', '')}".strip()
 
@@ -81,6 +98,7 @@ def workload_details(w: dict[str, Any]) -> str:
         ("kind", w["kind"]),
         ("state", w["state"]),
         ("reason", w.get("last_reason") or "-"),
+        *([("exit code", w["exit_code"])] if w.get("exit_code") is not None else []),
         ("team", w["team"]),
         ("owner", w["owner"]),
         ("gpu", workload_request(w)),
@@ -113,11 +131,22 @@ def dry_run_text(answer: dict[str, Any]) -> str:
     """What POST /api/v1/workloads/validate/ answered, for people."""
     replicas = int(answer.get("replicas") or 1)
     each = f"{replicas} × " if replicas > 1 else ""
+    charged = (
+        f"Charged: {each}{gpus(answer.get('charged_milli'))} GPU {answer.get('gpu_class')} = "
+        f"{gpus(answer.get('total_milli'))} GPU."
+    )
+    parallelism = answer.get("parallelism")
+    if isinstance(parallelism, int) and parallelism >= 1:
+        # A sweep: its trials that run at once, each charged on its own.
+        charged = (
+            f"Charged: {min(parallelism, replicas)} trials at once × "
+            f"{gpus(answer.get('charged_milli'))} GPU {answer.get('gpu_class')} = "
+            f"{gpus(answer.get('at_once_milli'))} GPU at once ({replicas} trials in all)."
+        )
     lines = [
         f"Would be accepted: {answer.get('kind')} {answer.get('name')!r} for team "
         f"{answer.get('team')}, {answer.get('priority_class')} class.",
-        f"Charged: {each}{gpus(answer.get('charged_milli'))} GPU {answer.get('gpu_class')} = "
-        f"{gpus(answer.get('total_milli'))} GPU.",
+        charged,
     ]
     victims = answer.get("would_preempt") or []
     if victims:
@@ -127,11 +156,26 @@ def dry_run_text(answer: dict[str, Any]) -> str:
             lines.append("Submitting needs --confirm-preemption.")
     else:
         lines.append("Would preempt: nothing.")
-    cost, currency = answer.get("hourly_cost"), answer.get("currency")
+    cost = answer.get("hourly_cost")
     if cost is not None:
-        lines.append(f"Cost: {cost} {currency or ''} per hour while it runs.".replace("  ", " "))
+        lines.append(f"Cost: {money(cost, answer.get('currency'))} per hour while it runs.")
     verdict = answer.get("verdict")
     if isinstance(verdict, dict) and verdict.get("headline"):
         lines.append(f"If submitted now: {verdict['headline']}")
         lines += [f"  Tip: {tip}" for tip in verdict.get("advice") or [] if isinstance(tip, str)]
     return "\n".join(lines)
+
+
+def image_clusters(image: dict[str, Any]) -> str:
+    """Where an image of ``GET /api/v1/images/`` is: ``onprem (3 nodes), burst: unknown``."""
+    words = []
+    for c in image.get("availability") or []:
+        if c.get("status") == "available":
+            words.append(
+                f"{c['cluster']} ({c.get('nodes')} node{'s' if c.get('nodes') != 1 else ''})"
+            )
+        elif c.get("status") == "missing":
+            words.append(f"{c['cluster']}: not there")
+        else:
+            words.append(f"{c['cluster']}: unknown")
+    return ", ".join(words) or "-"

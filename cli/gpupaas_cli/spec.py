@@ -1,4 +1,4 @@
-"""Workload specs: a YAML file and/or command-line flags → the API's request body.
+"""Workload specs: a YAML file and/or command-line flags → one request, the API's body.
 
 A spec file looks like::
 
@@ -28,10 +28,9 @@ A spec file looks like::
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 KINDS = {
     "notebook": "notebook",
@@ -80,10 +79,59 @@ FIELDS = {
     "seed",
     "endpoint",
 }
+# Written as given (a number where the API wants one, or not): the server's rules check these,
+# with the same message for the portal, the API and the CLI.
+Unchecked = Any
 
 
 class SpecError(ValueError):
     """The spec cannot become a request; the message says which part and why."""
+
+
+@dataclass(frozen=True)
+class WorkloadRequest:
+    """The body of ``POST /api/v1/workloads/`` (and ``…/validate/``), field for field as the
+    API reads it: one value, built once from a spec file and flags and sent whole.
+
+    ``None`` means "not given": the field is left out of the body and the server's default
+    applies. The CLI settles the shape of what it can (the kind's name, GPUs as milli-GPU, lists
+    of words, text values, secret references); numbers and names go as written and the server
+    checks them."""
+
+    kind: str
+    name: str
+    gpu_class: str
+    image: str
+    gpu_milli: int
+    team: Unchecked = None
+    replicas: Unchecked = None
+    priority_class: Unchecked = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: dict[str, str] | None = None
+    secrets: list[dict[str, str]] | None = None
+    datasets: list[str] | None = None
+    max_runtime_seconds: Unchecked = None
+    idle_timeout_seconds: Unchecked = None
+    retries: Unchecked = None
+    requeue_on_preemption: bool | None = None
+    grid: dict[str, list[str]] | None = None
+    parallelism: Unchecked = None
+    ranges: Unchecked = None
+    samples: Unchecked = None
+    seed: Unchecked = None
+    endpoint: dict[str, Unchecked] | None = None
+    # Submit even though starting it preempts running work of yours or your teammates.
+    confirm_preemption: bool | None = None
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body: every field that was given."""
+        values = ((f.name, getattr(self, f.name)) for f in fields(self))
+        return {name: value for name, value in values if value is not None}
+
+    def confirmed(self) -> WorkloadRequest:
+        """The same request, confirming the preemption its start may cause."""
+        return replace(self, confirm_preemption=True)
 
 
 def gpus_to_milli(value: Any) -> int:
@@ -110,6 +158,8 @@ def duration_seconds(text: str, what: str) -> int:
 
 
 def load_file(path: Path) -> dict[str, Any]:
+    import yaml  # here, not at the top: most commands read no spec file
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -175,6 +225,11 @@ def parse_grid(items: list[str]) -> dict[str, list[str]]:
 
 def build_request(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Merge a spec file with flags (flags win) into the body of POST /api/v1/workloads/."""
+    return request_of(base, overrides).body()
+
+
+def request_of(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> WorkloadRequest:
+    """Merge a spec file with flags (flags win) into the request to submit."""
     merged: dict[str, Any] = dict(base)
     for key, value in overrides.items():
         if value is None or value == [] or value == {}:
@@ -242,7 +297,13 @@ def build_request(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict
         if not isinstance(grid, Mapping) or not all(isinstance(v, list) for v in grid.values()):
             raise SpecError("grid must map each parameter to a list of values.")
         merged["grid"] = {str(k): [str(x) for x in v] for k, v in grid.items()}
-    return merged
+    unknown = sorted(set(merged) - _REQUEST_FIELDS)
+    if unknown:
+        raise SpecError(f"Unknown field(s): {', '.join(unknown)}.")
+    return WorkloadRequest(**merged)
+
+
+_REQUEST_FIELDS = {f.name for f in fields(WorkloadRequest)}
 
 
 def spec_of(workload: Mapping[str, Any], *, name: str | None = None) -> dict[str, Any]:
@@ -287,4 +348,6 @@ def spec_of(workload: Mapping[str, Any], *, name: str | None = None) -> dict[str
 
 def dump(spec: Mapping[str, Any]) -> str:
     """A spec as YAML, fields in the order of the module's example."""
+    import yaml
+
     return yaml.safe_dump(dict(spec), sort_keys=False, allow_unicode=True, default_flow_style=None)

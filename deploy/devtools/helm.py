@@ -59,7 +59,7 @@ def ensure_binary(*, verbose: bool = True) -> Path:
         return target
     go = require_go()
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _file_lock(target.parent / ".lock"):
+    with _file_lock(target.parent / ".lock", what="helm", tool="helm"):
         if target.is_file():
             return target
         if verbose:

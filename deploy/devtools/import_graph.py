@@ -1,149 +1,137 @@
-"""Count the imports that run back up the layers, to keep the picture honest.
+"""Draw the layers as the import contracts in pyproject.toml define them.
 
-    python -m deploy.devtools.import_graph            # the count, and each such import
-    python -m deploy.devtools.import_graph --max 3    # exit 1 when there are more than 3
+    python -m deploy.devtools.import_graph            # the picture
+    python -m deploy.devtools.import_graph --check    # exit 1 when a module is in no layer
 
-The layers, top to bottom (CONVENTIONS.md "Layers"):
-
-* between packages: wiring (``gpupaas``) → edges (``apps.web``, ``apps.api``,
-  ``apps.adminsite``) → the domain apps in the order of ``DOMAIN_ORDER`` → ``apps.common``;
-* inside a domain app: tasks and the app config → services → selectors → adapters and other
-  I/O helpers → models → pure cores (``PURE``, the modules that decide on plain data).
-
-An import "runs back up" when a module imports one of a higher layer: a domain app importing
-an edge or a domain app above it, a selector importing a service, a model importing a
-selector, a pure core importing anything but pure cores. import-linter enforces the package
-order in CI (pyproject.toml); this tool also counts the module layers inside each app. Lazy
-imports inside functions count the same as imports at the top of a module.
+The contracts (``[tool.importlinter]`` in pyproject.toml) are the one definition of the
+layers, and ``lint-imports`` enforces them in CI (deploy/test.sh). This tool holds no table of
+its own: it reads the layers contracts and the modules that exist, and shows, top to bottom,
+the package order and, for each app the contracts name as a container, which of its modules
+stand in each layer (a package ends in ``/``). A module that no layer names is listed below
+the picture; ``--check`` fails on it (lint-imports fails on it too where the contract is
+exhaustive).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import grimp
 
-EDGES = ("apps.web", "apps.api", "apps.adminsite")
-DOMAIN_ORDER = (
-    "apps.telemetry",
-    "apps.orchestration",
-    "apps.scheduling",
-    "apps.workloads",
-    "apps.quotas",
-    "apps.catalog",
-    "apps.accounts",
-    "apps.audit",
-)
-PURE = frozenset(
-    {
-        "apps.accounts.core",
-        "apps.catalog.core",
-        "apps.catalog.resources",
-        "apps.quotas.core",
-        "apps.scheduling.core",
-        "apps.scheduling.data",
-        "apps.scheduling.estimate",
-        "apps.scheduling.fairshare",
-        "apps.scheduling.feasibility",
-        "apps.scheduling.fragmentation",
-        "apps.scheduling.placement",
-        "apps.scheduling.preemption",
-        "apps.scheduling.units",
-        "apps.orchestration.manifests",
-        "apps.telemetry.core",
-        "apps.workloads.core",
-        "apps.workloads.rules",
-    }
-)
-# Inside a domain app, highest first.
-MODULE_RANK = {
-    "tasks": 5,
-    "apps": 5,
-    "services": 4,
-    "credentials": 4,  # orchestration's services for Secrets
-    "selectors": 3,
-    "reads": 3,  # orchestration's reads of the cluster: selectors of what runs
-    "models": 1,
-}
-HELPER_RANK = 2  # adapters and other I/O helpers (kube, prom, clusters, reads, …)
-PURE_RANK = 0
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = ROOT / "pyproject.toml"
+GRAPH_PACKAGES = ("apps", "gpupaas")
 
 
 @dataclass(frozen=True)
-class Upward:
-    importer: str
-    imported: str
-    line: int
-    why: str
-
-    def __str__(self) -> str:
-        return f"{self.importer}:{self.line} -> {self.imported}  ({self.why})"
+class Layer:
+    names: tuple[str, ...]  # module names (containers' children: their last part)
+    optional: frozenset[str]
 
 
-def package_rank(module: str) -> int | None:
-    """0 for the wiring, 1 for the edges, 2.. for the domain apps, then apps.common."""
-    if module == "gpupaas" or module.startswith("gpupaas."):
-        return 0
-    for edge in EDGES:
-        if module == edge or module.startswith(edge + "."):
-            return 1
-    for index, app in enumerate(DOMAIN_ORDER):
-        if module == app or module.startswith(app + "."):
-            return 2 + index
-    if module.startswith("apps.common"):
-        return 2 + len(DOMAIN_ORDER)
-    return None
+@dataclass(frozen=True)
+class LayersContract:
+    id: str
+    name: str
+    layers: tuple[Layer, ...]
+    containers: tuple[str, ...]
+    ignored: frozenset[str]  # children that need no layer (exhaustive_ignores)
 
 
-def app_of(module: str) -> str | None:
-    for app in DOMAIN_ORDER:
-        if module == app or module.startswith(app + "."):
-            return app
-    return None
+def parse_layer(raw: str) -> Layer:
+    """One entry of a contract's ``layers``: names split by ``|`` (independent) or ``:``
+    (may import each other); a name in parentheses is optional."""
+    separator = "|" if "|" in raw else ":"
+    names, optional = [], set()
+    for part in raw.split(separator):
+        name = part.strip()
+        if name.startswith("(") and name.endswith(")"):
+            name = name[1:-1].strip()
+            optional.add(name)
+        names.append(name)
+    return Layer(tuple(names), frozenset(optional))
 
 
-def module_rank(module: str) -> int:
-    if module in PURE:
-        return PURE_RANK
-    app = app_of(module)
-    rest = module[len(app) + 1 :] if app and module != app else ""
-    head = rest.split(".", 1)[0]
-    return MODULE_RANK.get(head, HELPER_RANK)
+def layers_contracts(pyproject: Path = PYPROJECT) -> list[LayersContract]:
+    config: dict[str, Any] = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]
+    return [
+        LayersContract(
+            id=str(c.get("id", c["name"])),
+            name=str(c["name"]),
+            layers=tuple(parse_layer(str(raw)) for raw in c["layers"]),
+            containers=tuple(c.get("containers", ())),
+            ignored=frozenset(c.get("exhaustive_ignores", ())),
+        )
+        for c in config["contracts"]
+        if c["type"] == "layers"
+    ]
 
 
-def upward_imports(graph: grimp.ImportGraph) -> list[Upward]:
-    found: list[Upward] = []
-    for importer in sorted(graph.modules):
-        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
-            a, b = package_rank(importer), package_rank(imported)
-            if a is None or b is None:
-                continue
-            details = graph.get_import_details(importer=importer, imported=imported)
-            line = details[0]["line_number"] if details else 0
-            if b < a:
-                found.append(Upward(importer, imported, line, "package layer"))
-            elif (
-                a == b
-                and app_of(importer) is not None
-                and app_of(importer) == app_of(imported)
-                and module_rank(imported) > module_rank(importer)
-            ):
-                found.append(Upward(importer, imported, line, "module layer in the app"))
-    return found
+def _shown(graph: grimp.ImportGraph, module: str) -> str:
+    tail = module.rpartition(".")[2]
+    return f"{tail}/" if graph.find_children(module) else tail
 
 
-def main(argv: list[str] | None = None) -> int:
+def container_rows(
+    graph: grimp.ImportGraph, contract: LayersContract
+) -> tuple[list[tuple[str, list[list[str]]]], list[str]]:
+    """For each container, the modules present in each layer (top first); and the
+    containers' modules that no layer names."""
+    rows: list[tuple[str, list[list[str]]]] = []
+    unnamed: list[str] = []
+    named = {name for layer in contract.layers for name in layer.names}
+    for container in contract.containers:
+        children = sorted(graph.find_children(container))
+        present = {child.rpartition(".")[2]: child for child in children}
+        cells = [
+            [_shown(graph, present[name]) for name in sorted(layer.names) if name in present]
+            for layer in contract.layers
+        ]
+        rows.append((container, cells))
+        unnamed.extend(
+            child
+            for tail, child in present.items()
+            if tail not in named and tail not in contract.ignored
+        )
+    return rows, sorted(unnamed)
+
+
+def picture(graph: grimp.ImportGraph, contracts: Iterable[LayersContract]) -> tuple[str, list[str]]:
+    lines: list[str] = []
+    unnamed: list[str] = []
+    for contract in contracts:
+        lines.append(f"{contract.name} [{contract.id}], top to bottom:")
+        if not contract.containers:
+            for number, layer in enumerate(contract.layers, 1):
+                lines.append(f"  {number:2}  {'  '.join(layer.names)}")
+        else:
+            rows, missing = container_rows(graph, contract)
+            unnamed.extend(missing)
+            width = max(len(c.rpartition(".")[2]) for c, _ in rows)
+            for container, cells in rows:
+                drawn = " → ".join(", ".join(cell) for cell in cells if cell)
+                lines.append(f"  {container.rpartition('.')[2]:{width}}  {drawn}")
+        lines.append("")
+    if unnamed:
+        lines.append("Modules that no layer names (add them to a layer in pyproject.toml):")
+        lines.extend(f"  {module}" for module in unnamed)
+    return "\n".join(lines).rstrip() + "\n", unnamed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.devtools.import_graph")
-    parser.add_argument("--max", type=int, default=None, help="fail above this many")
+    parser.add_argument("--check", action="store_true", help="fail when a module is in no layer")
     args = parser.parse_args(argv)
-    graph = grimp.build_graph("apps", "gpupaas")
-    found = upward_imports(graph)
-    for item in found:
-        print(item)
-    print(f"{len(found)} import(s) run back up the layers")
-    return 1 if args.max is not None and len(found) > args.max else 0
+    graph = grimp.build_graph(*GRAPH_PACKAGES, cache_dir=None)
+    text, unnamed = picture(graph, layers_contracts())
+    sys.stdout.write(text)
+    return 1 if args.check and unnamed else 0
 
 
 if __name__ == "__main__":

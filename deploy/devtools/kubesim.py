@@ -16,6 +16,14 @@ Environment:
   /usr/local/go/bin/go).
 * ``KUBESIM_CACHE_DIR``: where built binaries are cached.
 * ``KUBESIM_BUILD_JOBS``: ``go build -p`` (default: number of CPUs).
+* ``KUBESIM_IMAGE_INDEX``: with real nodes, import the images of this index (written by
+  ``python -m deploy.devtools.images build``) instead of building them.
+
+Real nodes (``start(..., real_nodes=True)``, ``up --real-nodes``): the nodes of the topology's
+pools marked ``real`` run the upstream kubelet linked into the binary, with Debian's
+containerd and runc, the CNI bridge, kube-proxy and CoreDNS (deploy/devtools/coredns.py),
+importing the images built by deploy/devtools/images.py. :func:`real_nodes_unavailable` says
+why a machine cannot run them.
 """
 
 from __future__ import annotations
@@ -36,12 +44,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIR = REPO_ROOT / "deploy" / "kubesim"
 TOPOLOGY_DIR = SOURCE_DIR / "topologies"
 DEFAULT_TOPOLOGY = TOPOLOGY_DIR / "default.yaml"
 TINY_TOPOLOGY = TOPOLOGY_DIR / "tiny.yaml"
+REALNODES_TOPOLOGY = TOPOLOGY_DIR / "realnodes.yaml"
+# Debian packages a real node needs (containerd, runc, CNI plugins, iptables for kube-proxy).
+REAL_NODE_PACKAGES = ("containerd", "runc", "containernetworking-plugins", "iptables", "iproute2")
+REAL_NODE_START_TIMEOUT = 600.0
 BINARY_NAME = "kubesim"
 DEFAULT_START_TIMEOUT = 300.0
 
@@ -157,15 +170,74 @@ def build(output: Path, *, source_dir: Path = SOURCE_DIR, log: Path | None = Non
     ]  # fmt: skip
     output.parent.mkdir(parents=True, exist_ok=True)
     log_path = log or output.parent / "build.log"
-    with log_path.open("wb") as log_file:
-        result = subprocess.run(
-            cmd, cwd=source_dir, env=env, stdout=log_file, stderr=subprocess.STDOUT, check=False
-        )
-    if result.returncode != 0:
+    total = _package_count(go, source_dir, env)
+    cmd.insert(2, "-v")  # one line per package compiled: the progress below counts them
+    returncode = _run_with_progress(cmd, source_dir, env, log_path, total)
+    if returncode != 0:
         raise KubesimError(
-            f"building kubesim failed (exit {result.returncode}): {' '.join(cmd)}\n"
-            f"{_tail(log_path, 60)}"
+            f"building kubesim failed (exit {returncode}): {' '.join(cmd)}\n{_tail(log_path, 60)}"
         )
+
+
+def _package_count(go: str, source_dir: Path, env: dict[str, str]) -> int:
+    """How many packages the build links (the denominator of its progress), 0 if unknown."""
+    try:
+        out = subprocess.run(
+            [go, "list", "-deps", "."],
+            cwd=source_dir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return len(out.stdout.split()) if out.returncode == 0 else 0
+
+
+PROGRESS_EVERY = 30.0
+
+
+def _run_with_progress(
+    cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, total: int
+) -> int:
+    """Run a ``go build -v``, writing its output to ``log_path`` and, every 30 s, a progress
+    line (packages compiled of the total, elapsed, an estimate of what is left) to stderr and
+    the log. A warm cache compiles few packages; the estimate then only shrinks."""
+    started = time.monotonic()
+    compiled = 0
+    last = started
+    with log_path.open("w") as log_file:
+        process = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert process.stdout is not None
+        for line in process.stdout:
+            log_file.write(line)
+            if line and not line.startswith(("#", " ", "\t")):
+                compiled += 1
+            now = time.monotonic()
+            if now - last >= PROGRESS_EVERY:
+                last = now
+                message = _progress_line(compiled, total, now - started)
+                print(message, file=sys.stderr, flush=True)
+                log_file.write(message + "\n")
+                log_file.flush()
+        return process.wait()
+
+
+def _progress_line(compiled: int, total: int, elapsed: float) -> str:
+    minutes = f"{elapsed / 60:.1f} min"
+    if total <= 0:
+        return f"kubesim: building, {compiled} packages compiled, {minutes} elapsed"
+    share = min(compiled / total, 1.0)
+    left = ""
+    if share >= 0.05:
+        left = f", about {max(elapsed / share - elapsed, 0) / 60:.0f} min left"
+    return (
+        f"kubesim: building, {compiled} of {total} packages ({share:.0%}), {minutes} elapsed{left}"
+    )
 
 
 def ensure_binary(*, verbose: bool = True) -> Path:
@@ -184,12 +256,13 @@ def ensure_binary(*, verbose: bool = True) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     require_go()
-    with _file_lock(target.parent / ".lock"):
+    with _file_lock(target.parent / ".lock", what=f"kubesim {target.parent.name}"):
         if target.is_file():
             return target
         if verbose:
             print(
-                f"kubesim: building {target} (a cold build takes ~10 minutes on 2 cores)",
+                f"kubesim: building {target} (a cold build takes ~15 minutes on 2 cores; "
+                f"progress every {PROGRESS_EVERY:.0f} s, log {target.parent / 'build.log'})",
                 file=sys.stderr,
                 flush=True,
             )
@@ -208,12 +281,35 @@ def ensure_binary(*, verbose: bool = True) -> Path:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def _file_lock(
+    path: Path, *, what: str = "kubesim", tool: str = "kubesim", verbose: bool = True
+) -> Iterator[None]:
+    """An exclusive lock on ``path`` (the builds of kubesim, CoreDNS and helm); while another
+    process holds it, say so (with its pid, written into the file by the holder) instead of
+    waiting silently."""
+    with path.open("a+") as handle:
         try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if verbose:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                print(
+                    f"{tool}: waiting for another build of {what} (lock held by pid {holder})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
             yield
         finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
@@ -232,6 +328,13 @@ class Kubesim:
     ports: dict[str, int]
     nodes: list[str] = field(default_factory=list)
     ready_seconds: float = 0.0
+    # With real nodes: READY's "real" (nodes with name, ip, pod_subnet, dir,
+    # kubelet_pid_file; host_ip, dns, pod_cidr, host_link, netns_pid).
+    real: dict[str, Any] | None = None
+
+    @property
+    def real_nodes(self) -> list[str]:
+        return [n["name"] for n in (self.real or {}).get("nodes", [])]
 
     @property
     def pid(self) -> int:
@@ -281,14 +384,27 @@ def start(
     *,
     extra_args: Sequence[str] = (),
     watch_parent: bool = True,
+    real_nodes: bool = False,
 ) -> Kubesim:
     """Start ``kubesim up`` in a new session and wait until DATA_DIR/READY appears.
 
-    ``topology`` defaults to the embedded topologies/default.yaml. With ``watch_parent`` the
-    cluster also stops when this Python process dies without calling :meth:`Kubesim.stop`.
-    Raises :class:`KubesimError` with the tail of the logs when it fails or times out.
+    ``topology`` defaults to the embedded topologies/default.yaml (with ``real_nodes``:
+    topologies/realnodes.yaml). With ``watch_parent`` the cluster also stops when this Python
+    process dies without calling :meth:`Kubesim.stop`. ``real_nodes`` runs the pools marked
+    real as real nodes (images and CoreDNS are built first when missing; see
+    :func:`real_nodes_unavailable`). Raises :class:`KubesimError` with the tail of the logs
+    when it fails or times out.
     """
     binary = ensure_binary()
+    if real_nodes:
+        problem = real_nodes_unavailable()
+        if problem:
+            raise KubesimError(f"real nodes cannot run here: {problem}")
+        extra_args = [*real_node_args(), *extra_args]
+        if topology is None:
+            topology = REALNODES_TOPOLOGY
+        timeout = max(timeout, REAL_NODE_START_TIMEOUT)
+        extra_args = [*extra_args, f"--ready-timeout={int(timeout)}s"]
     data = Path(data_dir).resolve()
     (data / "logs").mkdir(parents=True, exist_ok=True)
     ready = data / "READY"
@@ -324,6 +440,7 @@ def start(
                     ports={k: int(v) for k, v in info["ports"].items()},
                     nodes=list(info.get("nodes", [])),
                     ready_seconds=float(info.get("ready_seconds", 0.0)),
+                    real=info.get("real"),
                 )
         code = process.poll()
         if code is not None:
@@ -339,6 +456,38 @@ def start(
                 process.wait()
             raise KubesimError(f"kubesim not READY after {timeout:.0f}s\n{_logs_tail(data)}")
         time.sleep(0.2)
+
+
+def real_nodes_unavailable() -> str | None:
+    """Why this machine cannot run real nodes, or None: they need root (namespaces, mounts,
+    cgroups), the Debian packages of REAL_NODE_PACKAGES and the CNI plugins."""
+    if os.geteuid() != 0:
+        return "real nodes need root (network and mount namespaces, cgroups)"
+    missing = [
+        tool
+        for tool in ("containerd", "containerd-shim-runc-v2", "ctr", "nsenter", "ip", "iptables")
+        if shutil.which(tool) is None
+    ]
+    if not Path("/usr/sbin/runc").is_file() and shutil.which("runc") is None:
+        missing.append("runc")
+    if not Path("/usr/lib/cni/bridge").is_file():
+        missing.append("/usr/lib/cni/bridge")
+    if missing:
+        return f"missing {', '.join(missing)} (apt-get install {' '.join(REAL_NODE_PACKAGES)})"
+    if not Path("/sys/fs/cgroup").is_dir():
+        return "no /sys/fs/cgroup"
+    return None
+
+
+def real_node_args() -> list[str]:
+    """The ``kubesim up`` flags for real nodes, building what they need first: the images
+    (deploy/devtools/images.py) and CoreDNS (deploy/devtools/coredns.py), each cached."""
+    from deploy.devtools import coredns, images
+
+    override = os.environ.get("KUBESIM_IMAGE_INDEX")
+    index = Path(override) if override else images.ensure_images()
+    dns = coredns.ensure_binary()
+    return ["--real-nodes", f"--images={index}", f"--coredns={dns}"]
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -372,6 +521,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     up = sub.add_parser("up", help="run the cluster in the foreground until Ctrl-C/SIGTERM")
     up.add_argument("--data-dir", required=True, type=Path)
     up.add_argument("--topology", type=Path, default=None)
+    up.add_argument(
+        "--real-nodes",
+        action="store_true",
+        help="run the pools marked real as real nodes (default topology: realnodes.yaml)",
+    )
     up.add_argument("extra", nargs=argparse.REMAINDER, help="more `kubesim up` flags after --")
     args = parser.parse_args(argv)
     try:
@@ -383,8 +537,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(binary)
         return 0
     cmd = [str(binary), "up", "--data-dir", str(args.data_dir)]
-    if args.topology is not None:
-        cmd += ["--topology", str(args.topology)]
+    topology = args.topology
+    if args.real_nodes:
+        problem = real_nodes_unavailable()
+        if problem:
+            print(f"kubesim: real nodes cannot run here: {problem}", file=sys.stderr)
+            return 1
+        cmd += [*real_node_args(), f"--ready-timeout={int(REAL_NODE_START_TIMEOUT)}s"]
+        if topology is None:
+            topology = REALNODES_TOPOLOGY
+    if topology is not None:
+        cmd += ["--topology", str(topology)]
     cmd += [a for a in args.extra if a != "--"]
     sys.stdout.flush()
     sys.stderr.flush()

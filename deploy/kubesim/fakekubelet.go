@@ -47,6 +47,7 @@ type fakeKubelet struct {
 	nodeUIDs       sync.Map // node name -> types.UID
 	tlsCert        string
 	tlsKey         string
+	volumeDir      string
 	kubeletPort    int32 // the log server's port, advertised by every node
 }
 
@@ -63,6 +64,9 @@ func runFakeKubelet(args []string) int {
 	burst := fs.Int("kube-api-burst", 1000, "client burst")
 	tlsCert := fs.String("tls-cert", "", "serving certificate of the kubelet log endpoint (none: no logs)")
 	tlsKey := fs.String("tls-key", "", "key of --tls-cert")
+	realOn := fs.Bool("real-nodes", false, "leave the nodes of pools marked real to their real kubelets")
+	volumeDir := fs.String("volume-dir", "", "directory under which each volume's hostPath is created "+
+		"(world-writable, removed with its claim); empty: /var/lib/kubesim/volumes, never created")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -108,7 +112,8 @@ func runFakeKubelet(args []string) int {
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
 	}
-	for _, n := range topo.Nodes() {
+	fk.volumeDir = *volumeDir
+	for _, n := range topo.FakeNodes(*realOn) {
 		fk.nodes[n.Name] = n
 		fk.order = append(fk.order, n.Name)
 	}

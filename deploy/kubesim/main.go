@@ -7,6 +7,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -21,7 +22,9 @@ import (
 	"k8s.io/component-base/version"
 	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	kcmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxyapp "k8s.io/kubernetes/cmd/kube-proxy/app"
 	schedapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubeletapp "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 const usage = `usage: kubesim COMMAND [flags]
@@ -32,6 +35,7 @@ commands:
   version                               print the Kubernetes version
 components (started by "up"):
   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, fake-kubelet
+  with --real-nodes: netns-holder, realnode (containerd + kubelet), kubelet, kube-proxy
 `
 
 func main() {
@@ -65,6 +69,18 @@ func run(name string, args []string) int {
 		c := schedapp.NewSchedulerCommand() // sets up the process signal handler itself
 		c.SetArgs(args)
 		return cli.Run(c)
+	case "kubelet":
+		c := kubeletapp.NewKubeletCommand(context.Background())
+		c.SetArgs(args)
+		return cli.Run(c)
+	case "kube-proxy":
+		c := proxyapp.NewProxyCommand()
+		c.SetArgs(args)
+		return cli.Run(c)
+	case "realnode":
+		return runRealNode(args)
+	case "netns-holder":
+		return runNetnsHolder(args)
 	case "topology":
 		return runTopology(args)
 	case "version", "--version", "-version":

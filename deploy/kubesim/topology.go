@@ -58,6 +58,10 @@ type Pool struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 	Taints       []corev1.Taint    `json:"taints,omitempty"`
 	GPU          *GPUSpec          `json:"gpu,omitempty"`
+	// Real marks a pool of real nodes: with `up --real-nodes` each of its nodes is an upstream
+	// kubelet with containerd that really runs pods; without it the pool is simulated like
+	// any other.
+	Real bool `json:"real,omitempty"`
 }
 
 // GPUSpec describes the GPUs of every node in a pool.
@@ -94,6 +98,7 @@ type NodeSpec struct {
 	Taints      []corev1.Taint
 	Capacity    corev1.ResourceList
 	InternalIP  string
+	Real        bool
 }
 
 // MIGDevice is one entry of the kubesim.io/mig-devices annotation.
@@ -204,6 +209,15 @@ func (t *Topology) Validate() error {
 				return err
 			}
 		}
+	}
+	real := 0
+	for _, p := range t.Pools {
+		if p.Real {
+			real += p.Count
+		}
+	}
+	if real > maxRealNodes {
+		return fmt.Errorf("pools: %d real nodes, at most %d", real, maxRealNodes)
 	}
 	if total > 5000 {
 		return fmt.Errorf("pools: %d nodes in total, at most 5000", total)
@@ -365,6 +379,29 @@ func (t *Topology) Nodes() []NodeSpec {
 	return out
 }
 
+// FakeNodes are the nodes the fake kubelet runs: all of them, or, when real nodes are on, the
+// nodes of the pools that are not marked real.
+func (t *Topology) FakeNodes(realOn bool) []NodeSpec {
+	var out []NodeSpec
+	for _, n := range t.Nodes() {
+		if !(realOn && n.Real) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// RealNodes are the nodes of the pools marked real.
+func (t *Topology) RealNodes() []NodeSpec {
+	var out []NodeSpec
+	for _, n := range t.Nodes() {
+		if n.Real {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func (p *Pool) node(name string, idx int) NodeSpec {
 	cpu, mem, pods := p.CPU, p.Memory, p.Pods
 	if cpu == "" {
@@ -398,6 +435,7 @@ func (p *Pool) node(name string, idx int) NodeSpec {
 			corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
 		},
 		InternalIP: fmt.Sprintf("172.30.%d.%d", (idx/250)%250, idx%250+1),
+		Real:       p.Real,
 	}
 	if p.InstanceType != "" {
 		n.Labels["node.kubernetes.io/instance-type"] = p.InstanceType

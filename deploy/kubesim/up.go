@@ -40,14 +40,15 @@ type Ports struct {
 
 // ReadyFile is the JSON document written to DATA_DIR/READY.
 type ReadyFile struct {
-	Kubeconfig   string   `json:"kubeconfig"`
-	Server       string   `json:"server"`
-	Ports        Ports    `json:"ports"`
-	PID          int      `json:"pid"`
-	DataDir      string   `json:"data_dir"`
-	Nodes        []string `json:"nodes"`
-	ReadySeconds float64  `json:"ready_seconds"`
-	Version      string   `json:"version"`
+	Kubeconfig   string    `json:"kubeconfig"`
+	Server       string    `json:"server"`
+	Ports        Ports     `json:"ports"`
+	PID          int       `json:"pid"`
+	DataDir      string    `json:"data_dir"`
+	Nodes        []string  `json:"nodes"`
+	ReadySeconds float64   `json:"ready_seconds"`
+	Version      string    `json:"version"`
+	Real         *RealInfo `json:"real,omitempty"`
 }
 
 type child struct {
@@ -56,6 +57,8 @@ type child struct {
 	log  string
 	done chan struct{}
 	err  error
+	// stopTimeout overrides the supervisor's for this child (a real node stops its pods first).
+	stopTimeout time.Duration
 }
 
 type supervisor struct {
@@ -66,6 +69,8 @@ type supervisor struct {
 	sig         chan os.Signal
 	logLevel    int
 	watchPID    int
+	real        RealOptions
+	cancel      context.CancelFunc
 }
 
 // parentGone reports whether the process given with --watch-pid has exited.
@@ -97,6 +102,11 @@ func runUp(args []string) int {
 	stopTimeout := fs.Duration("stop-timeout", 10*time.Second, "per component: SIGTERM, then SIGKILL after this")
 	verbosity := fs.Int("v", 1, "klog verbosity of the components")
 	watchPID := fs.Int("watch-pid", 0, "stop the cluster when this process (e.g. the test runner) is gone")
+	var real RealOptions
+	fs.BoolVar(&real.Enabled, "real-nodes", false, "run the nodes of pools marked real as real kubelets with containerd")
+	fs.StringVar(&real.Images, "images", "", "with --real-nodes: the image index to import into every real node")
+	fs.StringVar(&real.CoreDNS, "coredns", "", "with --real-nodes: the CoreDNS binary serving cluster DNS to real nodes")
+	fs.StringVar(&real.Containerd, "containerd", "containerd", "with --real-nodes: the containerd binary")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -141,9 +151,14 @@ func runUp(args []string) int {
 	log.SetPrefix("kubesim up: ")
 
 	s := &supervisor{dataDir: dir, logDir: logDir, stopTimeout: *stopTimeout, logLevel: *verbosity,
-		sig: make(chan os.Signal, 2), watchPID: *watchPID}
+		sig: make(chan os.Signal, 2), watchPID: *watchPID, real: real}
 	signal.Notify(s.sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	start := time.Now()
+	var createdHostPaths []string
+	if real.Enabled {
+		createdHostPaths = missingHostPaths()
+		defer cleanUpRealNodes(dir, createdHostPaths)
+	}
 	rf, err := s.bringUp(topo, topoAbs, ports, start.Add(*readyTimeout))
 	if err != nil {
 		code := 1
@@ -291,13 +306,28 @@ func (s *supervisor) bringUp(topo *Topology, topoPath string, ports Ports, deadl
 		return nil, err
 	}
 
-	// fake kubelet for every node of the topology
+	// fake kubelet for every node of the topology (but the real ones)
 	fkArgs := []string{"--kubeconfig=" + kubeconfig, "--tls-cert=" + pk.AdminCert, "--tls-key=" + pk.AdminKey}
 	if topoPath != "" {
 		fkArgs = append(fkArgs, "--topology="+topoPath)
 	}
+	if s.real.Enabled {
+		fkArgs = append(fkArgs, "--real-nodes", "--volume-dir="+filepath.Join(s.dataDir, "volumes"))
+	}
 	if _, err := s.spawn("fake-kubelet", fkArgs...); err != nil {
 		return nil, err
+	}
+
+	var realInfo *RealInfo
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if s.real.Enabled {
+		info, err := s.startRealNodes(ctx, topo, pk, ports.APIServer, s.real)
+		if err != nil {
+			return nil, err
+		}
+		realInfo = info
+		go keepRealNodesDressed(ctx, kubeconfig, topo.RealNodes())
 	}
 
 	var names []string
@@ -307,8 +337,13 @@ func (s *supervisor) bringUp(topo *Topology, topoPath string, ports Ports, deadl
 	if err := s.waitClusterReady(kubeconfig, names, deadline); err != nil {
 		return nil, err
 	}
+	if s.real.Enabled {
+		if err := s.waitRealNodesDressed(ctx, kubeconfig, topo.RealNodes(), deadline); err != nil {
+			return nil, err
+		}
+	}
 	return &ReadyFile{Kubeconfig: kubeconfig, Server: server, Ports: ports, PID: os.Getpid(),
-		DataDir: s.dataDir, Nodes: names, Version: kubeletVersion()}, nil
+		DataDir: s.dataDir, Nodes: names, Version: kubeletVersion(), Real: realInfo}, nil
 }
 
 func schedulerConfig(kubeconfig string) string {
@@ -546,6 +581,9 @@ func clusterNotReadyReason(client kubernetes.Interface, want map[string]bool) st
 
 // stopAll stops the children in reverse start order: SIGTERM, then SIGKILL after stopTimeout.
 func (s *supervisor) stopAll() {
+	if s.cancel != nil {
+		s.cancel()
+	}
 	for i := len(s.children) - 1; i >= 0; i-- {
 		c := s.children[i]
 		select {
@@ -554,11 +592,15 @@ func (s *supervisor) stopAll() {
 		default:
 		}
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		timeout := s.stopTimeout
+		if c.stopTimeout > timeout {
+			timeout = c.stopTimeout
+		}
 		select {
 		case <-c.done:
 			log.Printf("stopped %s", c.name)
-		case <-time.After(s.stopTimeout):
-			log.Printf("%s did not stop within %s, killing", c.name, s.stopTimeout)
+		case <-time.After(timeout):
+			log.Printf("%s did not stop within %s, killing", c.name, timeout)
 			_ = c.cmd.Process.Kill()
 			<-c.done
 		}

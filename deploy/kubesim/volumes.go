@@ -7,6 +7,8 @@ package main
 import (
 	"context"
 	"log"
+	"os"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +40,20 @@ func (fk *fakeKubelet) provisionVolume(ctx context.Context, pvc *corev1.Persiste
 		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	}
 	pathType := corev1.HostPathDirectoryOrCreate
+	path := "/var/lib/kubesim/volumes/" + string(pvc.UID)
+	if fk.volumeDir != "" {
+		// Real nodes mount the directory for real; pods run as non-root users, and a hostPath
+		// volume is not chowned to the pod's fsGroup, so the directory is world-writable.
+		path = filepath.Join(fk.volumeDir, string(pvc.UID))
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			log.Printf("fake-kubelet: volume directory for %s/%s: %v", pvc.Namespace, pvc.Name, err)
+			return
+		}
+		if err := os.Chmod(path, 0o1777); err != nil {
+			log.Printf("fake-kubelet: volume directory for %s/%s: %v", pvc.Namespace, pvc.Name, err)
+			return
+		}
+	}
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   volumeNameFor(pvc),
@@ -54,7 +70,7 @@ func (fk *fakeKubelet) provisionVolume(ctx context.Context, pvc *corev1.Persiste
 				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
 			},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/kubesim/volumes/" + string(pvc.UID), Type: &pathType},
+				HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &pathType},
 			},
 		},
 	}
@@ -67,6 +83,11 @@ func (fk *fakeKubelet) releaseVolume(ctx context.Context, pvc *corev1.Persistent
 	err := fk.client.CoreV1().PersistentVolumes().Delete(ctx, volumeNameFor(pvc), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		log.Printf("fake-kubelet: delete volume of %s/%s: %v", pvc.Namespace, pvc.Name, err)
+	}
+	if fk.volumeDir != "" && pvc.UID != "" {
+		if err := os.RemoveAll(filepath.Join(fk.volumeDir, string(pvc.UID))); err != nil {
+			log.Printf("fake-kubelet: remove volume directory of %s/%s: %v", pvc.Namespace, pvc.Name, err)
+		}
 	}
 }
 

@@ -121,6 +121,9 @@ function loadConfig(configPath) {
     idTokenTtl: raw.id_token_ttl ?? 3600,
     accessTokenTtl: raw.access_token_ttl ?? 3600,
     sessionTtl: raw.session_ttl ?? 8 * 3600,
+    // Like Keycloak's "SSO Session Idle": a refresh token not used within this many seconds
+    // expires; each refresh hands out a new one with a fresh window. Unset: session_ttl.
+    refreshIdleTtl: raw.refresh_idle_ttl ?? null,
     dynamicRegistration: Boolean(raw.dynamic_registration),
     controlApi: Boolean(raw.control_api),
   };
@@ -250,6 +253,9 @@ function buildProvider(issuer, config) {
     // A refresh token for every client allowed the grant, without offline_access (as Keycloak
     // does): it ends with the login session, so signing out here also stops refreshes.
     issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+    // With an idle window every refresh rotates the token, so that an active user's session
+    // lives on while an idle one's ends (as in Keycloak).
+    rotateRefreshToken: config.refreshIdleTtl ? true : undefined,
     features: {
       devInteractions: { enabled: false },
       // OpenID Connect Back-Channel Logout 1.0, for clients that register a
@@ -288,7 +294,7 @@ ${form}
     ttl: {
       IdToken: (ctx, token, client) => idTokenTtls.get(client.clientId) ?? config.idTokenTtl,
       AccessToken: config.accessTokenTtl,
-      RefreshToken: config.sessionTtl,
+      RefreshToken: config.refreshIdleTtl ?? config.sessionTtl,
       Session: config.sessionTtl,
       Grant: config.sessionTtl,
       Interaction: 3600,
@@ -297,7 +303,10 @@ ${form}
     findAccount: async (ctx, sub) => {
       const user = usersBySub.get(sub);
       // A disabled user is unknown: refresh tokens and access tokens stop working.
-      if (!user || user.disabled) return undefined;
+      if (!user || user.disabled) {
+        ctx.state.accountRefused = user ? 'User disabled' : 'User not found';
+        return undefined;
+      }
       return {
         accountId: sub,
         claims: async () => {
@@ -376,6 +385,18 @@ ${form}
     return postLogoutAllowed.call(this, value)
       || loopbackMatch(this, value, this.postLogoutRedirectUris || []);
   };
+
+  // Token responses and refusals worded as Keycloak words them: a refresh token's lifetime as
+  // refresh_expires_in, and why a refresh is refused ("User disabled", "Token is not active").
+  provider.use(async (ctx, next) => {
+    await next();
+    if (ctx.oidc?.route !== 'token' || !ctx.body || typeof ctx.body !== 'object') return;
+    if (ctx.status === 200 && ctx.body.refresh_token) {
+      ctx.body.refresh_expires_in = config.refreshIdleTtl ?? config.sessionTtl;
+    } else if (ctx.body.error === 'invalid_grant' && ctx.oidc.params?.grant_type === 'refresh_token') {
+      ctx.body.error_description = ctx.state.accountRefused ?? 'Token is not active';
+    }
+  });
 
   provider.on('server_error', (ctx, err) => {
     process.stderr.write(`oidc-provider: server error: ${err.stack || err}\n`);

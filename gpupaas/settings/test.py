@@ -29,3 +29,5 @@ STORAGES = {
 # Test receivers (SMTP, webhooks) listen on loopback.
 NOTIFY_WEBHOOK_ALLOW_LOOPBACK = True
 NOTIFY_RETRY_BASE_SECONDS = 0
+# Ask the database on every authorisation call unless a test turns the short cache on.
+GATEWAY_AUTH_CACHE_SECONDS = 0

@@ -68,8 +68,12 @@
               {axis: "%", unit: "%", scales: {y: {range: [0, 100]}}, height: 200});
         var memory = document.getElementById(target.dataset.memoryChart);
         if (memory) {
-          chart(memory, {x: d.x, series: [{label: "GPU memory used", values: d.memory_mib}]},
-                {axis: "MiB", unit: " MiB", height: 160});
+          // In GiB, as every page shows GPU memory (an H200's 141 GiB, not 144384 MiB).
+          var gib = (d.memory_mib || []).map(function (v) {
+            return v === null ? null : Math.round(v / 1024 * 10) / 10;
+          });
+          chart(memory, {x: d.x, series: [{label: "GPU memory used", values: gib}]},
+                {axis: "GiB", unit: " GiB", height: 160});
         }
       })
       .catch(function () { say(target, "The series could not be loaded."); });

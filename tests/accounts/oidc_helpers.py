@@ -78,9 +78,12 @@ def live_signed_in(portal: requests.Session, base: str) -> bool:
     return bool(page.status_code == 200)
 
 
-def sign_out_at_provider(idp: requests.Session, provider: OIDCProvider) -> None:
-    """RP-less sign-out at the provider's end-session page, as a user would do it there."""
-    page = idp.get(provider.end_session_endpoint, timeout=10)
+def sign_out_at_provider(
+    idp: requests.Session, provider: OIDCProvider, url: str | None = None
+) -> requests.Response:
+    """Sign-out at the provider's end-session page, as a user would do it there: RP-less, or
+    through ``url`` (the end-session link a portal gave). Returns the confirmation's answer."""
+    page = idp.get(url or provider.end_session_endpoint, timeout=10)
     xsrf = page.text.split('name="xsrf" value="', 1)[1].split('"', 1)[0]
     done = idp.post(
         f"{provider.issuer}/session/end/confirm",
@@ -89,6 +92,7 @@ def sign_out_at_provider(idp: requests.Session, provider: OIDCProvider) -> None:
         timeout=10,
     )
     assert done.status_code in (200, 303), done.text
+    return done
 
 
 def age_groups(user: User, seconds: int) -> None:

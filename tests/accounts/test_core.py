@@ -233,9 +233,11 @@ def test_a_short_name_never_matches_the_last_segment_of_a_path(fmt: str) -> None
 def test_in_path_format_a_configured_name_is_a_top_level_group() -> None:
     assert _plan(["/platform-admins", "/nlp"], "path").is_admin is True
     assert _plan(["/platform-admins", "/nlp"], "path").roles == {2: core.ROLE_MEMBER}
-    # In auto, written as a name it matches only the name.
-    assert _plan(["/platform-admins"], "auto").is_admin is False
+    # In auto, written as a name it matches the name and the top-level path (Keycloak's
+    # default), never a nested path.
+    assert _plan(["/platform-admins"], "auto").is_admin is True
     assert _plan(["platform-admins"], "auto").is_admin is True
+    assert _plan(["/contractors/platform-admins"], "auto").is_admin is False
 
 
 def test_in_path_format_short_names_in_the_claim_are_ignored_and_reported() -> None:

@@ -44,6 +44,19 @@ def test_token_created_in_portal_is_shown_once_and_stored_hashed(cast: Cast) -> 
     assert f"gpp_{token.lookup}_…" in again
 
 
+def test_new_token_comes_with_the_cli_configure_line_for_this_portal(cast: Cast) -> None:
+    client = Client()
+    client.force_login(cast.owner)
+    response = client.post(
+        "/accounts/tokens/", {"name": "laptop", "scopes": ["read"], "expiry": "30"}
+    )
+    page = response.content.decode()
+    line = re.search(r'id="configure-command"[^>]*>([^<]*)<', page)
+    assert line, "the configure line is shown"
+    assert line.group(1) == "gpupaas configure --url http://testserver"
+    assert "gpupaas configure" not in client.get("/accounts/tokens/").content.decode()
+
+
 def test_token_form_errors_keep_what_was_typed(cast: Cast) -> None:
     client = Client()
     client.force_login(cast.owner)

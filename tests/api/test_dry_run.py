@@ -48,6 +48,8 @@ def test_dry_run_answers_what_would_be_charged_and_records_nothing(cast: Cast, a
         "charged_milli": 2000,
         "replicas": 2,
         "total_milli": 4000,
+        "parallelism": None,
+        "at_once_milli": 4000,
         "priority_class": "training",
         "hourly_cost": f"{4 * cast.gpu_class.hourly_cost:.2f}",
         "currency": "EUR",
@@ -66,6 +68,26 @@ def test_dry_run_of_a_sweep_charges_every_point_of_the_grid(cast: Cast, api: Cli
     assert response.status_code == 200, response.json()
     assert (response.json()["replicas"], response.json()["total_milli"]) == (4, 4000)
     assert response.json()["priority_class"] == "batch"
+
+
+def test_dry_run_of_a_sweep_above_the_limit_in_all_within_it_at_once_is_not_refused(
+    cast: Cast, api: Client
+) -> None:
+    # 12 trials × 1 GPU = 12 GPU, more than the limit of 8; 3 at once × 1 GPU = 3 GPU is within
+    # it, and each trial is charged on its own: the verdict is the cycle's for its trials.
+    grid = {"lr": ["0.1", "0.01", "0.001"], "bs": ["8", "16", "32", "64"]}
+    response = api(cast.owner).post(
+        URL,
+        body(cast, kind="sweep", gpu_milli=1000, replicas=None, grid=grid, parallelism=3),
+        "json",
+    )
+    assert response.status_code == 200, response.json()
+    answer = response.json()
+    assert (answer["replicas"], answer["parallelism"], answer["at_once_milli"]) == (12, 3, 3000)
+    verdict = answer["verdict"]
+    assert verdict["outcome"] != "refused", verdict
+    assert "limit" not in verdict["headline"]
+    assert verdict["trials_at_once"] == 3
 
 
 def test_dry_run_refuses_exactly_as_a_submission_does(cast: Cast, api: Client) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client as DjangoClient
 
-from apps.credentials.models import EndpointKey
+from apps.serving.models import EndpointKey
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client
@@ -114,10 +114,17 @@ def test_keys_are_shown_once_stored_hashed_and_open_only_their_endpoint(
 
     assert client.delete(f"/api/v1/workloads/{pk}/keys/{stored.pk}/").status_code == 204
     assert ingress.get(auth, HTTP_AUTHORIZATION=f"Bearer {key}").status_code == 401
-    # An outsider's key for another team's endpoint id opens nothing either.
+    # A key for an endpoint id that does not exist opens nothing, and is answered as a wrong
+    # key is (the same status and body: nobody learns which endpoints exist).
+    unknown = ingress.get("/endpoints/auth/999999/", HTTP_AUTHORIZATION=f"Bearer {key}")
+    wrong = ingress.get(auth, HTTP_AUTHORIZATION="Bearer gpe_0000_wrong")
     assert (
-        ingress.get("/endpoints/auth/999999/", HTTP_AUTHORIZATION=f"Bearer {key}").status_code
-        == 403
+        (unknown.status_code, unknown.content)
+        == (wrong.status_code, wrong.content)
+        == (
+            401,
+            wrong.content,
+        )
     )
 
 

@@ -11,6 +11,7 @@ from django.db import connection
 
 from apps.workloads import idempotency as idem
 from apps.workloads.models import IdempotencyKey, Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from tests.plugins.cast import Cast
 
@@ -26,12 +27,11 @@ def test_concurrent_requests_with_one_key_create_one_workload(cast: Cast) -> Non
         workload = workload_submit(
             actor=cast.owner,
             team=cast.team,
-            kind="training",
-            name="raced",
             gpu_class=cast.gpu_class,
             image=cast.image,
-            gpu_milli=1000,
-            command=["python"],
+            request=WorkloadRequest.of(
+                kind="training", name="raced", gpu_milli=1000, command=["python"]
+            ),
         )
         time.sleep(0.3)  # both are inside their transaction before either commits
         return workload

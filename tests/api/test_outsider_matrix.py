@@ -18,7 +18,7 @@ from apps.audit.models import AuditEvent
 from apps.budgets.models import Budget
 from apps.budgets.selectors import this_month
 from apps.budgets.services import budget_set
-from apps.credentials.models import EndpointKey, Secret
+from apps.credentials.models import Secret
 from apps.datasets.models import Dataset
 from apps.notifications.core import NoticeEvent
 from apps.notifications.models import Notice, NotificationPreference
@@ -26,6 +26,7 @@ from apps.notifications.services import notify
 from apps.policies.models import TeamPolicy
 from apps.quotas.models import QuotaRequest
 from apps.reservations.models import Reservation
+from apps.serving.models import EndpointKey
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.api.conftest import Client

@@ -13,6 +13,8 @@ from limits import RateLimitItemPerHour, RateLimitItemPerMinute, RateLimitItemPe
 
 from apps.common.ratelimit import RateLimiter, failures_per_window, parse_rate
 
+pytestmark = pytest.mark.usefixtures("clear_of_minute_boundary")
+
 
 @pytest.mark.parametrize(
     ("text", "item"),

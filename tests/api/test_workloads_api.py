@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from apps.orchestration.reads import LogsUnavailable
+from apps.orchestration.cluster_reads import LogsUnavailable
 from apps.workloads import core
 from apps.workloads.models import IdempotencyKey, Workload
 from tests.api.conftest import Client
@@ -430,7 +430,7 @@ def test_logs_stream_lines_and_end_with_the_reason_when_the_cluster_drops(
         yield "2025-01-01T00:00:01Z epoch 2"
         raise LogsUnavailable("The cluster is unreachable; try again in a moment.")
 
-    monkeypatch.setattr("apps.api.views.workloads.workload_logs", fake_logs)
+    monkeypatch.setattr("apps.api.views.workloads.logs.workload_logs", fake_logs)
     response = api(cast.owner, ("read",)).get(
         f"/api/v1/workloads/{workload.pk}/logs/?tail=5&follow=true&replica=1"
     )

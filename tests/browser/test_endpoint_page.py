@@ -11,8 +11,7 @@ from typing import Any
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from apps.credentials.models import EndpointKey
-from apps.serving.models import EndpointSample
+from apps.serving.models import EndpointKey, EndpointSample
 from apps.workloads import core
 from tests.browser.test_accessibility import UNLABELLED_FIELDS
 from tests.factories import ImageFactory

@@ -17,8 +17,9 @@ from apps.accounts.models import User
 from apps.audit.models import AuditEvent
 from apps.quotas.models import TeamQuota
 from apps.telemetry.models import UsageDay, WorkloadUsage
-from apps.telemetry.spend import budget_spend_refresh
+from apps.telemetry.services.spend import budget_spend_refresh
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from tests.browser.conftest import Platform
 
@@ -33,15 +34,17 @@ def submit(
     return workload_submit(
         actor=User.objects.get(username=who),
         team=team,
-        kind="training",
-        name=name,
         gpu_class=platform.classes["h100"],
         image=platform.images["training"],
-        gpu_milli=gpus * 1000,
-        replicas=replicas,
-        command=["python", "train.py"],
-        max_runtime_seconds=3600,
-        params={"pod_annotations": {"kubesim.io/run-duration": "30m"}},
+        request=WorkloadRequest.of(
+            kind="training",
+            name=name,
+            gpu_milli=gpus * 1000,
+            replicas=replicas,
+            command=["python", "train.py"],
+            max_runtime_seconds=3600,
+            params={"pod_annotations": {"kubesim.io/run-duration": "30m"}},
+        ),
     )
 
 

@@ -1,7 +1,8 @@
 """Opening a notebook in the development setup: "Open notebook" goes through the same
 authenticated route as production (a one-time ticket, the portal's auth endpoint asked on
 every request, a cookie for the notebook's path) to a page the notebook's address serves —
-the development gateway in place of ingress-nginx and Jupyter."""
+the development gateway in place of ingress-nginx, routing by the notebook's own Ingress, and
+its stand-in page in place of Jupyter (the simulated nodes run no containers)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,23 @@ from playwright.sync_api import expect
 
 from apps.accounts.models import User
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
-from deploy.devtools import notebook_gateway
+from deploy.devtools import dev_gateway
+from deploy.devtools.kubesim import Kubesim
 from tests.browser.conftest import Platform
+from tests.plugins.kubesim import admin_kubeconfig
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.kubesim, pytest.mark.oidc]
 
 
 @pytest.fixture
-def gateway(platform: Platform, settings: Any) -> Iterator[notebook_gateway.Gateway]:
-    server, thread = notebook_gateway.start(0, portal_url=platform.url)
+def gateway(platform: Platform, kubesim: Kubesim, settings: Any) -> Iterator[dev_gateway.Gateway]:
+    # The notebook's pod is on a simulated node, which runs no containers: the stand-in page.
+    server, thread = dev_gateway.start(
+        0, kubeconfig=admin_kubeconfig(kubesim), stand_in=True, refresh_seconds=0.5
+    )
     # Chromium takes every *.localhost name for this machine: the notebooks get a host of
     # their own, apart from the portal's cookies, as in production.
     settings.NOTEBOOK_HOST = server.url.replace("127.0.0.1", "notebooks.localhost")
@@ -37,7 +44,7 @@ def gateway(platform: Platform, settings: Any) -> Iterator[notebook_gateway.Gate
 
 
 def test_open_notebook_reaches_a_page_through_the_authenticated_route(
-    platform: Platform, gateway: notebook_gateway.Gateway, new_page: Callable[..., Any]
+    platform: Platform, gateway: dev_gateway.Gateway, new_page: Callable[..., Any]
 ) -> None:
     page = new_page()
     platform.sign_in(page, "alice")
@@ -45,13 +52,11 @@ def test_open_notebook_reaches_a_page_through_the_authenticated_route(
     notebook = workload_submit(
         actor=alice,
         team=platform.vision,
-        kind="notebook",
-        name="alice-lab",
         gpu_class=platform.classes["mig"],
         image=platform.images["notebook"],
-        gpu_milli=250,
-        replicas=1,
-        command=[],
+        request=WorkloadRequest.of(
+            kind="notebook", name="alice-lab", gpu_milli=250, replicas=1, command=[]
+        ),
     )
     try:
         wait_for(lambda: Workload.objects.get(pk=notebook.pk).state == "running", timeout=60)
@@ -59,6 +64,10 @@ def test_open_notebook_reaches_a_page_through_the_authenticated_route(
         seen = Workload.objects.get(pk=notebook.pk)
         problem = f"{seen.state}: {seen.last_reason}; {platform.loop.errors[-3:]}"
         raise AssertionError(problem) from None
+    path = f"/notebooks/{platform.vision.namespace}/{notebook.pk}/"
+    nb_url = gateway.url.replace("127.0.0.1", "notebooks.localhost")
+    # The gateway routes by the Ingress the portal made for the notebook.
+    wait_for(lambda: gateway.refresh().match(nb_url.split("//")[1], path), timeout=30)
     page.goto(f"{platform.url}/workloads/{notebook.pk}/")
     # It opens in a new tab, as a notebook should.
     with page.context.expect_page() as opened:
@@ -67,16 +76,17 @@ def test_open_notebook_reaches_a_page_through_the_authenticated_route(
     page.js_errors = []
     page.wait_for_load_state()
 
-    path = f"/notebooks/{platform.vision.namespace}/{notebook.pk}/"
     try:
         expect(page.get_by_role("heading", name="Notebook")).to_be_visible()
     except AssertionError:
         raise AssertionError(f"{page.url}: {page.locator('body').inner_text()}") from None
-    nb_url = gateway.url.replace("127.0.0.1", "notebooks.localhost")
     ticket_url = page.url
     assert ticket_url.startswith(f"{nb_url}{path}?gpupaas-ticket=")
     expect(page.locator("#token-state")).to_have_text(
         "The portal handed over this notebook's token."
+    )
+    expect(page.locator("#backend")).to_contain_text(
+        f"{platform.vision.namespace}/wl-{notebook.pk}:80"
     )
     platform.screenshot(page, "notebook-open-dev")
     # The ticket is spent; the cookie the portal set for the notebook's path lets her back in.

@@ -16,6 +16,7 @@ from apps.accounts.models import User
 from apps.notifications import services as notifications
 from apps.notifications import tasks
 from apps.notifications.models import Delivery
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from tests.browser.conftest import Platform
 from tests.plugins.receivers import SmtpServer, WebhookReceiver
@@ -45,8 +46,16 @@ def test_a_finished_job_is_a_notice_in_the_portal_an_email_and_a_webhook(
     platform.sign_in(page, "alice")
     alice = User.objects.get(username="alice")
     assert alice.email
-    # Alice chooses her channels in the portal.
+    # Alice chooses her channels in the portal: by default it lists only what needs attention
+    # (the routine admitted, running and finished go to the daily digest); she wants them too.
     page.goto(f"{platform.url}/notifications/preferences/")
+    portal = page.get_by_role("group", name="In the portal")
+    for routine in ("Workload admitted", "Workload running", "Workload finished"):
+        expect(portal.get_by_label(routine)).not_to_be_checked()
+        portal.get_by_label(routine).check()
+    expect(
+        page.get_by_role("group", name="In a daily e-mail digest").get_by_label("Workload running")
+    ).to_be_checked()
     email = page.get_by_role("group", name="By e-mail")
     email.get_by_label("Workload finished").check()
     webhook = page.get_by_role("group", name="By webhook")
@@ -58,15 +67,17 @@ def test_a_finished_job_is_a_notice_in_the_portal_an_email_and_a_webhook(
     job = workload_submit(
         actor=alice,
         team=platform.vision,
-        kind="training",
-        name="resnet-short",
         gpu_class=platform.classes["h100"],
         image=platform.images["training"],
-        gpu_milli=1000,
-        replicas=1,
-        command=["python", "train.py"],
-        max_runtime_seconds=3600,
-        params={"pod_annotations": {"kubesim.io/run-duration": "2s"}},
+        request=WorkloadRequest.of(
+            kind="training",
+            name="resnet-short",
+            gpu_milli=1000,
+            replicas=1,
+            command=["python", "train.py"],
+            max_runtime_seconds=3600,
+            params={"pod_annotations": {"kubesim.io/run-duration": "2s"}},
+        ),
     )
     # The scheduler admits it, the cluster runs it for 2 s, the status sync sees it finish.
     wait_for(

@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from apps.accounts.models import User
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from tests.browser.conftest import NOTEBOOK_HOST, Platform
 
@@ -130,15 +131,17 @@ def test_training_job_waits_on_a_full_quota_and_outsiders_get_404(
     filler = workload_submit(
         actor=alice,
         team=platform.vision,
-        kind="training",
-        name="big-run",
         gpu_class=platform.classes["h100"],
         image=platform.images["training"],
-        gpu_milli=8000,
-        replicas=1,
-        command=["python", "train.py"],
-        max_runtime_seconds=3600,
-        params={"pod_annotations": {"kubesim.io/run-duration": "30m"}},
+        request=WorkloadRequest.of(
+            kind="training",
+            name="big-run",
+            gpu_milli=8000,
+            replicas=1,
+            command=["python", "train.py"],
+            max_runtime_seconds=3600,
+            params={"pod_annotations": {"kubesim.io/run-duration": "30m"}},
+        ),
     )
     page.goto(f"{platform.url}/workloads/{filler.pk}/")
     expect(state_badge(page)).to_have_attribute("data-state", re.compile("starting|running"))

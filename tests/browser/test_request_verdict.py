@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 
 from apps.accounts.models import User
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from tests.browser.conftest import Platform
 
@@ -48,15 +49,17 @@ def test_form_verdict_starts_now_then_waits_once_the_quota_is_taken(
     filler = workload_submit(
         actor=User.objects.get(username="alice"),
         team=platform.vision,
-        kind="training",
-        name="big-run",
         gpu_class=platform.classes["h100"],
         image=platform.images["training"],
-        gpu_milli=8000,
-        replicas=1,
-        command=["python", "train.py"],
-        max_runtime_seconds=3600,
-        params={"pod_annotations": {"kubesim.io/run-duration": "30m"}},
+        request=WorkloadRequest.of(
+            kind="training",
+            name="big-run",
+            gpu_milli=8000,
+            replicas=1,
+            command=["python", "train.py"],
+            max_runtime_seconds=3600,
+            params={"pod_annotations": {"kubesim.io/run-duration": "30m"}},
+        ),
     )
     for _ in range(60):
         filler.refresh_from_db()

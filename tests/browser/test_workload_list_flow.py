@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 
 from apps.accounts.models import User
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from tests.browser.conftest import Platform
 from tests.waiting import wait_for
@@ -23,15 +24,17 @@ def _submit(platform: Platform, user: User, name: str, duration: str, command: s
     return workload_submit(
         actor=user,
         team=platform.vision,
-        kind="training",
-        name=name,
         gpu_class=platform.classes["h100"],
         image=platform.images["training"],
-        gpu_milli=1000,
-        replicas=1,
-        command=["python", command],
-        max_runtime_seconds=3600,
-        params={"pod_annotations": {"kubesim.io/run-duration": duration}},
+        request=WorkloadRequest.of(
+            kind="training",
+            name=name,
+            gpu_milli=1000,
+            replicas=1,
+            command=["python", command],
+            max_runtime_seconds=3600,
+            params={"pod_annotations": {"kubesim.io/run-duration": duration}},
+        ),
     )
 
 

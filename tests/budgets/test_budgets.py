@@ -17,7 +17,7 @@ from apps.budgets.selectors import budget_report, budget_state
 from apps.budgets.services import budget_set
 from apps.notifications.models import Notice
 from apps.telemetry.models import UsageDay
-from apps.telemetry.spend import budget_spend_refresh
+from apps.telemetry.services.spend import budget_spend_refresh
 from apps.workloads.models import Workload
 from tests.factories import WorkloadFactory
 from tests.plugins.cast import Cast
@@ -198,7 +198,8 @@ def test_budget_page_members_see_admins_set_leads_approve_outsiders_404(cast: Ca
     )
     assert bad.status_code == 400
     html = bad.content.decode()
-    assert "has no month 13" in html and "greater than or equal to 0" in html
+    assert "has no month 13" in html and "A budget cannot be negative" in html
+    assert "Ensure this value" not in html
     assert "whole percentages" in html and not Budget.objects.exists()
     refused = client(cast.lead).post(
         url + "set/", {"month": month, "amount": "100", "thresholds": "50"}

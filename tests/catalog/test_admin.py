@@ -24,6 +24,7 @@ def gpu_class_form(**overrides: Any) -> dict[str, Any]:
         "timeslice_replicas": "",
         "mig_profiles": "[]",
         "hami_split_count": "",
+        "allocation_mode": "device_plugin",
         "quotas-TOTAL_FORMS": "0",
         "quotas-INITIAL_FORMS": "0",
     }
@@ -42,6 +43,17 @@ def test_admin_creates_a_mig_class_and_audits_it(admin_client: Client) -> None:
     assert AuditEvent.objects.filter(action="gpuclass.create", object_id=str(gpu_class.pk)).exists()
 
 
+def test_admin_switches_a_class_to_dynamic_resource_allocation(admin_client: Client) -> None:
+    response = admin_client.post(
+        "/admin/catalog/gpuclass/add/", gpu_class_form(allocation_mode="dra")
+    )
+    assert response.status_code == 302
+    gpu_class = GpuClass.objects.get(name="A100-80GB")
+    assert gpu_class.spec().allocation_mode == "dra"
+    listing = admin_client.get("/admin/catalog/gpuclass/").content.decode()
+    assert "Dynamic Resource Allocation (ResourceClaims)" in listing
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -50,6 +62,10 @@ def test_admin_creates_a_mig_class_and_audits_it(admin_client: Client) -> None:
         ({"sharing_mode": "mig", "mig_profiles": '["huge"]'}, "Not MIG profiles"),
         ({"sharing_mode": "mig", "mig_profiles": '"1g.10gb"'}, "list of names"),
         ({"sharing_mode": "hami"}, "deviceSplitCount"),
+        (
+            {"sharing_mode": "hami", "hami_split_count": "4", "allocation_mode": "dra"},
+            "allocated by HAMi&#x27;s device plugin",
+        ),
         ({"memory_mib": "-5"}, "greater than or equal to"),
         ({"memory_mib": "1.5"}, "Enter a whole number"),
         ({"hourly_cost": "-1"}, "greater than or equal to 0"),

@@ -19,14 +19,15 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from apps.orchestration.reads import LogsUnavailable
+from apps.catalog.models import Cluster, ClusterNode
+from apps.orchestration.cluster_reads import LogsUnavailable
 from apps.telemetry.models import UsageDay
 from apps.workloads import core
 from apps.workloads.models import Workload
 from apps.workloads.services import workload_transition
 from gpupaas_cli import exits
 from tests.cli.conftest import Cli
-from tests.factories import WorkloadFactory
+from tests.factories import ImageFactory, WorkloadFactory
 from tests.plugins.cast import Cast
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -167,6 +168,55 @@ def test_a_sampled_sweep_from_a_spec_and_its_trials(
     )
 
 
+def test_a_sweep_spec_with_an_unknown_placeholder_is_refused_and_trials_show_commands(
+    cast: Cast, cli_for: CliFor, tmp_path: Path
+) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        f"kind: sweep\nname: lr\ngpu_class: {cast.gpu_class.name}\nimage: {cast.image.name}\n"
+        "gpu: 1\ncommand: [python, train.py, '--lr={rate}']\ngrid:\n  lr: [0.1, 0.01]\n"
+    )
+    refused = cli_for(cast.owner)("submit", "-f", str(spec))
+    assert refused.exit_code == exits.INVALID
+    assert "{rate} in the command is not a parameter of this sweep" in refused.stderr
+    spec.write_text(spec.read_text().replace("{rate}", "{lr}"))
+    created = cli_for(cast.owner)("submit", "-f", str(spec), "--json")
+    assert created.exit_code == 0, created.output
+    shown = cli_for(cast.owner)("trials", str(json.loads(created.stdout)["id"]))
+    assert "python train.py --lr=0.01" in shown.stdout
+
+
+def test_images_say_which_clusters_hold_them_and_a_missing_one_is_refused(
+    cast: Cast, cli_for: CliFor
+) -> None:
+    onprem = Cluster.objects.create(name="onprem", connection="in_cluster")
+    ClusterNode.objects.create(
+        cluster=onprem,
+        name="n0",
+        gpu_class=cast.gpu_class,
+        gpu_count=8,
+        cpu_milli=64_000,
+        memory_mib=512_000,
+        images=["reg.local/train:1"],
+    )
+    ImageFactory(name="Held", reference="reg.local/train:1", kind="training")
+    cli = cli_for(cast.owner)
+    shown = cli("images")
+    assert shown.exit_code == 0, shown.output
+    lines = {line.split()[0]: line for line in shown.stdout.splitlines()[1:]}
+    assert lines["Held"].rstrip().endswith("onprem (1 node)")
+    assert "onprem: not there" in shown.stdout  # the cast's own image
+    refused = cli(
+        "submit", "job", "--name", "t", "--gpu-class", cast.gpu_class.name,
+        "--image", cast.image.name, "--gpu", "1", "--", "python",
+    )  # fmt: skip
+    assert refused.exit_code == exits.INVALID
+    assert (
+        f"The image {cast.image.name} is not available on cluster onprem; available: Held."
+        in refused.stderr
+    )
+
+
 def test_submit_notebook(cast: Cast, cli_for: CliFor) -> None:
     result = cli_for(cast.owner)(
         "submit", "notebook", "--name", "explore", *job_flags(cast), "--idle-timeout", "3600"
@@ -273,7 +323,7 @@ def test_logs_follow_streams_lines(
         raise LogsUnavailable("The container stopped.")
 
     # The live server runs in this process, so the view sees the patched generator.
-    monkeypatch.setattr("apps.api.views.workloads.workload_logs", fake_logs)
+    monkeypatch.setattr("apps.api.views.workloads.logs.workload_logs", fake_logs)
     result = cli_for(cast.owner)("logs", str(workload.pk), "-f", "--tail", "3")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [

@@ -31,9 +31,10 @@ def test_event_names_are_the_agreed_ones() -> None:
     assert set(core.EVENT_LABELS) == set(NoticeEvent)
 
 
-def test_defaults_show_everything_in_the_portal_and_mail_only_what_needs_action() -> None:
+def test_defaults_show_what_needs_attention_in_the_portal_and_mail_only_what_needs_action() -> None:
     prefs = core.default_preferences(email_address="a@example.com")
-    assert core.channels_for(prefs, NoticeEvent.RUNNING) == {Channel.PORTAL}
+    # The routine running goes to the daily digest, not the portal's list.
+    assert core.channels_for(prefs, NoticeEvent.RUNNING) == {Channel.DIGEST}
     assert core.channels_for(prefs, NoticeEvent.FAILED) == {Channel.PORTAL, Channel.EMAIL}
 
 

@@ -23,10 +23,10 @@ from apps.orchestration.clusters import forget_clients
 from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from apps.workloads.services import workload_submit
 from deploy.devtools.kubesim import Kubesim
 from tests.factories import ImageFactory, TeamFactory, TeamQuotaFactory, UserFactory
 from tests.waiting import wait_for
+from tests.workloads.submitting import submit_fields
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
 
@@ -128,11 +128,11 @@ def test_job_mounts_the_team_volume_and_a_dataset_read_only(
         "params": {"pod_annotations": {"kubesim.io/run-duration": "60s"}},
     }
     with pytest.raises(ValidationError) as refused:
-        workload_submit(**request, datasets=["private"])
+        submit_fields(**request, datasets=["private"])
     assert "No dataset named “private”" in refused.value.message_dict["datasets"][0]
     assert not Workload.objects.exists()
 
-    workload = workload_submit(**request, datasets=["imagenet"])
+    workload = submit_fields(**request, datasets=["imagenet"])
     scheduling_cycle_run()
     workload.refresh_from_db()
     assert workload.state == wl.ADMITTED, workload.last_reason

@@ -76,6 +76,9 @@ def test_a_deployment_that_never_takes_a_ready_replica_away() -> None:
     assert server["readinessProbe"] == {**probe, "periodSeconds": 5, "failureThreshold": 3}
     assert server["livenessProbe"] == {**probe, "periodSeconds": 10, "failureThreshold": 3}
     assert server["startupProbe"] == {**probe, "periodSeconds": 10, "failureThreshold": 60}
+    # Told to stop, it serves 5 s more while the endpoints stop sending it calls.
+    assert server["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+    assert pod["terminationGracePeriodSeconds"] == 60
     assert server["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
     assert server["securityContext"]["allowPrivilegeEscalation"] is False
     env = server["env"]

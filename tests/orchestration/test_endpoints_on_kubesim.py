@@ -16,9 +16,11 @@ from apps.orchestration import manifests as m
 from apps.orchestration import services
 from apps.quotas.models import TeamQuota
 from apps.scheduling.services import scheduling_cycle_run
+from apps.serving.services import endpoint_scale, endpoint_update
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from apps.workloads.services import endpoint_scale, endpoint_update, workload_submit
+from apps.workloads.request import WorkloadRequest
+from apps.workloads.services import workload_submit
 from tests.factories import GpuClassFactory, ImageFactory, UserFactory
 from tests.orchestration.test_on_kubesim import cluster, core_api, team  # noqa: F401 - fixtures
 from tests.waiting import wait_for
@@ -51,12 +53,11 @@ def deploy(
     return workload_submit(
         actor=lead,
         team=team,
-        kind=wl.KIND_INFERENCE,
-        name="llm",
         gpu_class=GpuClassFactory(),
         image=image,
-        gpu_milli=gpu_milli,
-        endpoint=values,
+        request=WorkloadRequest.of(
+            kind=wl.KIND_INFERENCE, name="llm", gpu_milli=gpu_milli, endpoint=values
+        ),
     )
 
 
@@ -190,13 +191,15 @@ def test_a_training_job_cannot_preempt_an_endpoint(
     training = workload_submit(
         actor=lead,
         team=team,
-        kind=wl.KIND_TRAINING,
-        name="big-run",
         gpu_class=h100,
         image=ImageFactory(),
-        gpu_milli=1000,
-        priority_class=wl.PRIORITY_TRAINING,
-        command=["python", "train.py"],
+        request=WorkloadRequest.of(
+            kind=wl.KIND_TRAINING,
+            name="big-run",
+            gpu_milli=1000,
+            priority_class=wl.PRIORITY_TRAINING,
+            command=["python", "train.py"],
+        ),
     )
     run = scheduling_cycle_run()
     assert (run.admitted, run.preempted) == ((), ())

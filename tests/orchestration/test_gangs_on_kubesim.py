@@ -14,6 +14,7 @@ meet other tests' pods nor wait for them.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from apps.orchestration.clusters import forget_clients
 from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit, workload_transition
 from deploy.devtools import kubesim as ks
 from tests.factories import ImageFactory, TeamFactory, TeamQuotaFactory, UserFactory
@@ -170,15 +172,17 @@ def submit(team: Team, shape: Shape, **kw: Any) -> Workload:
     return workload_submit(
         actor=owner,
         team=team,
-        kind="training",
-        name=f"gang-{shape.replicas}x{shape.gpus}",
         gpu_class=GpuClass.objects.get(name=shape.gpu_class),
         image=ImageFactory(),
-        gpu_milli=shape.gpus * 1000,
-        replicas=shape.replicas,
-        command=["python", "train.py"],
-        params=RUN,
-        **kw,
+        request=WorkloadRequest.of(
+            kind="training",
+            name=f"gang-{shape.replicas}x{shape.gpus}",
+            gpu_milli=shape.gpus * 1000,
+            replicas=shape.replicas,
+            command=["python", "train.py"],
+            params=RUN,
+            **kw,
+        ),
     )
 
 
@@ -342,7 +346,10 @@ def test_lost_replica_restarts_the_whole_gang(
 def test_failing_gang_spends_its_retries_on_whole_restarts_then_fails(
     team: Team, cluster: Cluster, api: k8s.ApiClient, settings: Any
 ) -> None:
-    settings.SCHEDULING_PREEMPTION_GRACE_SECONDS = 0
+    """A replica failing on its own is a retry after a failure: straight back to the queue
+    (never preempted, no preemption grace to wait), admitted again whole once the failed run's
+    objects are gone, and failed with the exit code when no retry is left."""
+    settings.SCHEDULING_PREEMPTION_GRACE_SECONDS = 3600  # would hold a preempted gang an hour
     workload = submit(team, Shape("H100-80GB", 2, 1), retries=1)
     failing = {"kubesim.io/run-duration": "1s", "kubesim.io/exit-code": "3"}
     Workload.objects.filter(pk=workload.pk).update(params={"pod_annotations": failing})
@@ -350,22 +357,34 @@ def test_failing_gang_spends_its_retries_on_whole_restarts_then_fails(
     def ended() -> str | None:
         services.status_sync_pass(cluster=cluster)
         workload.refresh_from_db()
-        return workload.state if workload.state in (wl.PREEMPTED, wl.FAILED) else None
+        return workload.state if workload.state in (wl.QUEUED, wl.FAILED) else None
 
     scheduling_cycle_run()
     services.workload_reconcile(workload_id=workload.pk)
-    assert wait_for(ended, timeout=30) == wl.PREEMPTED
-    assert workload.last_reason.startswith("Retry 1 of 1: replica ")
-    assert "failed: container main exited with code 3 (Error). The gang restarts whole" in (
-        workload.last_reason
-    )
+    assert wait_for(ended, timeout=30) == wl.QUEUED
+    assert workload.last_reason.startswith("Retry 1 of 1 after a failure: replica ")
+    assert re.search(
+        r"failed: container main exited with code 3( \(Error\))?\. The gang restarts whole",
+        workload.last_reason,
+    ), workload.last_reason
+    assert workload.exit_code == 3
+    # The failed run's objects went with the status update; admitted again at the next cycle,
+    # whatever the preemption grace.
+    assert workload.k8s_objects == []
     wait_for(lambda: not pods_of(api, workload), timeout=20)
-    scheduling_cycle_run()  # requeued
-    scheduling_cycle_run()  # admitted again, whole
+    scheduling_cycle_run()
     workload.refresh_from_db()
     assert workload.state == wl.ADMITTED, workload.last_reason
     services.workload_reconcile(workload_id=workload.pk)
     assert wait_for(ended, timeout=30) == wl.FAILED
-    assert workload.last_reason.startswith("failed: replica ")
-    assert workload.last_reason.endswith("failed: container main exited with code 3 (Error)")
+    # From the failed pod ("… (Error)") or, when the watch saw the Job's condition first and
+    # the pod no longer, from the condition: the same words, less the container's reason.
+    assert re.fullmatch(
+        r"failed: replica \d \(pod \S+\) failed: container main exited with code 3( \(Error\))?",
+        workload.last_reason,
+    ), workload.last_reason
+    assert workload.exit_code == 3
+    states = list(workload.events.order_by("created_at", "id").values_list("to_state", flat=True))
+    assert wl.PREEMPTED not in states
+    assert states.count(wl.QUEUED) == 2  # submitted, then the retry
     wait_for(lambda: not pods_of(api, workload), timeout=20)

@@ -21,7 +21,7 @@ from apps.accounts.models import User
 from apps.accounts.services import api_token_create
 from apps.catalog.models import Cluster
 from apps.common import taskqueue
-from apps.orchestration import archive, reads, services
+from apps.orchestration import archive, cluster_reads, clusters, services
 from apps.orchestration import manifests as m
 from apps.orchestration.errors import ClusterRefused, ClusterUnreachable
 from apps.orchestration.models import WorkloadArchive, WorkloadLogArchive
@@ -87,8 +87,8 @@ class FakeKube:
 @pytest.fixture
 def kube(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
     fake = FakeKube()
-    monkeypatch.setattr(services, "kube_for", lambda cluster: fake)
-    monkeypatch.setattr(reads, "_kube", lambda cluster: fake)
+    monkeypatch.setattr(clusters, "kube_for", lambda cluster: fake)
+    monkeypatch.setattr(cluster_reads, "_kube", lambda cluster: fake)
     return fake
 
 

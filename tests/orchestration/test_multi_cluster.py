@@ -17,6 +17,7 @@ from apps.orchestration.clusters import forget_clients
 from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from deploy.devtools import kubesim as ks
 from tests.factories import ImageFactory, TeamFactory, TeamQuotaFactory, UserFactory
@@ -78,13 +79,15 @@ def test_each_workload_runs_on_the_cluster_offering_its_class(
         gpu_class.name: workload_submit(
             actor=owner,
             team=team,
-            kind="training",
-            name=f"on-{gpu_class.name}",
             gpu_class=gpu_class,
             image=image,
-            gpu_milli=1000,
-            command=["python", "train.py"],
-            params={"pod_annotations": {"kubesim.io/run-duration": "1h"}},
+            request=WorkloadRequest.of(
+                kind="training",
+                name=f"on-{gpu_class.name}",
+                gpu_milli=1000,
+                command=["python", "train.py"],
+                params={"pod_annotations": {"kubesim.io/run-duration": "1h"}},
+            ),
         )
         for gpu_class in (h100, b200)
     }

@@ -362,6 +362,7 @@ def test_submitted_workloads_are_scheduled_placed_and_run_on_the_cluster(
 ) -> None:
     """submit → scheduling cycle (placement) → reconcile → pods on the chosen node → running."""
     from apps.scheduling.services import scheduling_cycle_run
+    from apps.workloads.request import WorkloadRequest
     from apps.workloads.services import workload_submit
 
     timeslice = GpuClass.objects.create(
@@ -379,13 +380,15 @@ def test_submitted_workloads_are_scheduled_placed_and_run_on_the_cluster(
     workload = workload_submit(
         actor=owner,
         team=team,
-        kind="training",
-        name="tiny",
         gpu_class=timeslice,
         image=ImageFactory(),
-        gpu_milli=250,
-        command=["python", "train.py"],
-        params={"pod_annotations": {"kubesim.io/run-duration": "30s"}},
+        request=WorkloadRequest.of(
+            kind="training",
+            name="tiny",
+            gpu_milli=250,
+            command=["python", "train.py"],
+            params={"pod_annotations": {"kubesim.io/run-duration": "30s"}},
+        ),
     )
     scheduling_cycle_run()
     workload.refresh_from_db()
@@ -486,7 +489,7 @@ def test_notebook_ingress_is_guarded_by_the_portal_on_its_own_host_with_tls(
 
 
 def test_logs_tail_and_follow_come_from_the_cluster(team: Team, cluster: Cluster) -> None:
-    from apps.orchestration.reads import LogsUnavailable, workload_events, workload_logs
+    from apps.orchestration.cluster_reads import LogsUnavailable, workload_events, workload_logs
 
     workload = admitted(team, params={"pod_annotations": {"kubesim.io/run-duration": "4s"}})
     with pytest.raises(LogsUnavailable, match="No pod"):

@@ -20,6 +20,7 @@ from apps.quotas.models import TeamQuota
 from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from tests.factories import GpuClassFactory, ImageFactory, UserFactory
 from tests.orchestration.test_on_kubesim import cluster, core_api, team  # noqa: F401 - fixtures
@@ -70,14 +71,16 @@ def test_preempted_training_job_requeues_and_resumes_from_the_same_checkpoint(
         return workload_submit(
             actor=actor,
             team=team,
-            kind="training",
-            name=name,
             gpu_class=h100,
             image=image,
-            gpu_milli=1000,
-            priority_class=priority,
-            command=["python", "train.py"],
-            params={"pod_annotations": {"kubesim.io/run-duration": runs}},
+            request=WorkloadRequest.of(
+                kind="training",
+                name=name,
+                gpu_milli=1000,
+                priority_class=priority,
+                command=["python", "train.py"],
+                params={"pod_annotations": {"kubesim.io/run-duration": runs}},
+            ),
         )
 
     training = submit(member, "long-run", wl.PRIORITY_TRAINING, "10m")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from apps.catalog.models import Cluster
-from apps.orchestration import reads
+from apps.orchestration import cluster_reads
 from apps.orchestration.errors import ClusterUnreachable
 from apps.workloads import core
 from apps.workloads.models import Workload
@@ -34,7 +34,7 @@ class RecordingKube:
 @pytest.fixture
 def kube(monkeypatch: pytest.MonkeyPatch) -> RecordingKube:
     fake = RecordingKube({})
-    monkeypatch.setattr(reads, "_kube", lambda cluster: fake)
+    monkeypatch.setattr(cluster_reads, "_kube", lambda cluster: fake)
     return fake
 
 
@@ -68,7 +68,7 @@ def test_the_token_is_read_from_the_secret_named_when_it_was_created(
     kube.objects[("Secret", namespace, "nb-old-scheme-jupyter")] = {
         "data": {"token": base64.b64encode(b"s3cret").decode()}
     }
-    assert reads.notebook_token(workload) == "s3cret"
+    assert cluster_reads.notebook_token(workload) == "s3cret"
     assert kube.asked == [("Secret", namespace, "nb-old-scheme-jupyter")]
 
 
@@ -76,15 +76,15 @@ def test_a_notebook_without_a_stored_secret_is_still_starting(
     cast: Cast, kube: RecordingKube
 ) -> None:
     workload = notebook(cast, k8s_objects=[])
-    with pytest.raises(reads.NotebookUnavailable, match="still starting"):
-        reads.notebook_token(workload)
+    with pytest.raises(cluster_reads.NotebookUnavailable, match="still starting"):
+        cluster_reads.notebook_token(workload)
     assert kube.asked == []
 
 
 def test_an_unplaced_notebook_says_so(cast: Cast, kube: RecordingKube) -> None:
     workload = notebook(cast, cluster=None, state=core.QUEUED)
-    with pytest.raises(reads.NotebookUnavailable, match="not been placed"):
-        reads.notebook_token(workload)
+    with pytest.raises(cluster_reads.NotebookUnavailable, match="not been placed"):
+        cluster_reads.notebook_token(workload)
 
 
 def test_cluster_errors_are_not_hidden_in_a_notebook_error(
@@ -93,10 +93,10 @@ def test_cluster_errors_are_not_hidden_in_a_notebook_error(
     def unreachable(cluster: Cluster) -> Any:
         raise ClusterUnreachable("get Secret: connection refused")
 
-    monkeypatch.setattr(reads, "_kube", unreachable)
+    monkeypatch.setattr(cluster_reads, "_kube", unreachable)
     workload = notebook(cast, k8s_objects=[{"kind": "Secret", "namespace": "x", "name": "y"}])
     with pytest.raises(ClusterUnreachable):
-        reads.notebook_token(workload)
+        cluster_reads.notebook_token(workload)
 
 
 def test_the_ingress_token_is_kept_briefly_in_memory_and_read_again_after_a_restart(
@@ -106,7 +106,7 @@ def test_the_ingress_token_is_kept_briefly_in_memory_and_read_again_after_a_rest
 
     from django.utils import timezone
 
-    monkeypatch.setattr(reads, "_TOKEN_CACHE", {})
+    monkeypatch.setattr(cluster_reads, "_TOKEN_CACHE", {})
     namespace = cast.team.namespace
     workload = notebook(
         cast,
@@ -117,13 +117,13 @@ def test_the_ingress_token_is_kept_briefly_in_memory_and_read_again_after_a_rest
         "data": {"token": base64.b64encode(b"first").decode()}
     }
     # The ingress asks for every request of a notebook: one read serves many.
-    assert [reads.notebook_token_for_ingress(workload) for _ in range(3)] == ["first"] * 3
+    assert [cluster_reads.notebook_token_for_ingress(workload) for _ in range(3)] == ["first"] * 3
     assert len(kube.asked) == 1
     # Resumed, the notebook has a new Secret and a new start: it is read again.
     kube.objects[("Secret", namespace, "nb-token")] = {
         "data": {"token": base64.b64encode(b"second").decode()}
     }
     workload.started_at = timezone.now() + timedelta(seconds=1)
-    assert reads.notebook_token_for_ingress(workload) == "second"
+    assert cluster_reads.notebook_token_for_ingress(workload) == "second"
     assert len(kube.asked) == 2
-    assert len(reads._TOKEN_CACHE) == 1
+    assert len(cluster_reads._TOKEN_CACHE) == 1

@@ -22,10 +22,10 @@ from apps.orchestration.clusters import forget_clients
 from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
-from apps.workloads.services import workload_submit
 from deploy.devtools.kubesim import Kubesim
 from tests.factories import ImageFactory, TeamFactory, TeamQuotaFactory, UserFactory
 from tests.waiting import wait_for
+from tests.workloads.submitting import submit_fields
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
 VALUE = "hf_kubesim-s3cret"
@@ -95,11 +95,11 @@ def test_secret_is_written_to_the_namespace_used_by_pods_and_removed_on_delete(
         "params": {"pod_annotations": {"kubesim.io/run-duration": "30s"}},
     }
     with pytest.raises(ValidationError) as refused:
-        workload_submit(**request, secrets=[{"name": "nope", "env": "HF_TOKEN"}])
+        submit_fields(**request, secrets=[{"name": "nope", "env": "HF_TOKEN"}])
     assert "No secret named “nope”" in refused.value.message_dict["secrets"][0]
     assert not Workload.objects.exists()
 
-    workload = workload_submit(**request, secrets=[{"name": "hf", "env": "HF_TOKEN"}])
+    workload = submit_fields(**request, secrets=[{"name": "hf", "env": "HF_TOKEN"}])
     scheduling_cycle_run()
     workload.refresh_from_db()
     assert workload.state == wl.ADMITTED, workload.last_reason

@@ -16,14 +16,17 @@ from apps.catalog.models import Cluster, GpuClass
 from apps.orchestration import manifests as m
 from apps.orchestration import services
 from apps.orchestration.clusters import forget_clients
+from apps.orchestration.models import LiveMetrics
 from apps.orchestration.selectors import sweep_trials
 from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.selectors import quota_usage_for_teams
-from apps.workloads.services import workload_submit
+from apps.workloads.services import workload_cancel, workload_submit
 from deploy.devtools.kubesim import Kubesim
 from tests.factories import ImageFactory, TeamFactory, TeamQuotaFactory, UserFactory
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
 
@@ -68,15 +71,17 @@ def test_a_sweep_runs_every_trial_never_more_than_its_parallelism_at_once(
     sweep = workload_submit(
         actor=owner,
         team=team,
-        kind=wl.KIND_SWEEP,
-        name="seeds",
         gpu_class=timeslice,
         image=ImageFactory(),
-        gpu_milli=250,
-        command=["python", "train.py"],
-        grid={"seed": [str(i) for i in range(TRIALS)]},
-        parallelism=PARALLELISM,
-        params={"pod_annotations": {"kubesim.io/run-duration": "2s"}},
+        request=WorkloadRequest.of(
+            kind=wl.KIND_SWEEP,
+            name="seeds",
+            gpu_milli=250,
+            command=["python", "train.py"],
+            grid={"seed": [str(i) for i in range(TRIALS)]},
+            parallelism=PARALLELISM,
+            params={"pod_annotations": {"kubesim.io/run-duration": "2s"}},
+        ),
     )
     trials = Workload.objects.filter(sweep=sweep)
     assert trials.count() == TRIALS
@@ -124,3 +129,62 @@ def test_a_sweep_runs_every_trial_never_more_than_its_parallelism_at_once(
     assert [r.index for r in rows] == list(range(TRIALS))
     assert [r.params for r in rows] == [{"seed": str(i)} for i in range(TRIALS)]
     assert all(r.runtime_seconds is not None and r.attempts >= 1 for r in rows)
+
+
+def test_a_running_trials_log_is_read_for_its_metrics_through_the_pod_log_api(
+    team: Team, cluster: Cluster, kube_api_client: Any, settings: Any
+) -> None:
+    """The pass reads the end of each running trial's pod log from the cluster (the simulated
+    kubelet's lines hold no metrics: what it keeps is that it read, from which pod), at most
+    once per interval, and only running trials."""
+    settings.ORCHESTRATION_TRIAL_METRICS_SECONDS = 30
+    h100 = GpuClass.objects.create(
+        name="H100-80GB", product_label="NVIDIA-H100-80GB-HBM3", memory_mib=81559
+    )
+    TeamQuotaFactory(team=team, gpu_class=h100, guaranteed_milli=2000, limit_milli=2000)
+    services.team_namespace_ensure(team=team)
+    services.cluster_inventory_sync(cluster=cluster)
+    owner = UserFactory()
+    team.memberships.create(user=owner)
+    sweep = workload_submit(
+        actor=owner,
+        team=team,
+        gpu_class=h100,
+        image=ImageFactory(),
+        request=WorkloadRequest.of(
+            kind=wl.KIND_SWEEP,
+            name="live",
+            gpu_milli=1000,
+            command=["python", "train.py", "--seed={seed}"],
+            grid={"seed": ["1", "2", "3"]},
+            parallelism=1,
+            params={"pod_annotations": {"kubesim.io/run-duration": "60s"}},
+        ),
+    )
+    trials = Workload.objects.filter(sweep=sweep)
+
+    def one_running() -> Workload | None:
+        scheduling_cycle_run()
+        for trial in trials.filter(state__in=wl.ACTIVE_STATES):
+            services.workload_reconcile(workload_id=trial.pk)
+        services.status_sync_pass(cluster=cluster)
+        return trials.filter(state=wl.RUNNING).first()
+
+    running = wait_for(one_running, timeout=60)
+    result = services.trial_metrics_pass(cluster=cluster)
+    assert (result.read, result.problems) == (1, [])
+    kept = LiveMetrics.objects.get(workload=running)
+    (pod,) = [
+        p.metadata.name
+        for p in k8s.CoreV1Api(kube_api_client)
+        .list_namespaced_pod(team.namespace, label_selector=f"{m.LABEL_WORKLOAD}={running.pk}")
+        .items
+    ]
+    assert (kept.pod_name, kept.line) == (pod, "")
+    assert LiveMetrics.objects.filter(workload__sweep=sweep).count() == 1  # the others wait
+    assert services.trial_metrics_pass(cluster=cluster).read == 0  # within the interval
+    (row,) = [r for r in sweep_trials(sweep) if r.id == running.pk]
+    assert row.args == [] and row.command == ["python", "train.py", f"--seed={row.params['seed']}"]
+    workload_cancel(actor=owner, workload=sweep)
+    for trial in trials:
+        services.workload_reconcile(workload_id=trial.pk)  # its pods go

@@ -15,6 +15,12 @@ Tests using them must carry ``@pytest.mark.kubesim``; the marker is also added a
 so ``-m "not kubesim"`` always deselects them. When the Go toolchain is missing (and no
 binary is cached) the fixture fails; with ``KUBESIM_SKIP=1`` it skips instead.
 
+``KUBESIM_REAL_NODES=1`` starts the cluster with real nodes (the pools marked real in
+``$KUBESIM_TOPOLOGY``, default topologies/realnodes.yaml): upstream kubelets with containerd
+that really run pods (deploy/devtools/kubesim.py ``start(real_nodes=True)``). Tests that need
+them carry ``@pytest.mark.realnode`` and use the ``real_nodes`` fixture; deploy/test.sh runs
+them in a pass of their own, the rest of the suite stays on fake nodes.
+
 ``KUBESIM_IDENTITY=chart`` runs the portal as the Helm chart's ServiceAccount instead of the
 cluster admin: the chart's RBAC (release ``gpupaas`` in namespace ``gpupaas``) is applied,
 a token is made for the ServiceAccount (TokenRequest API), and ``kubesim.kubeconfig`` holds
@@ -44,7 +50,9 @@ from kubernetes.client.rest import ApiException
 
 from deploy.devtools import kubesim as ks
 
-FIXTURES = frozenset({"kubesim", "kube_api_client", "k8s_namespace", "kubesim_binary"})
+FIXTURES = frozenset(
+    {"kubesim", "kube_api_client", "k8s_namespace", "kubesim_binary", "real_nodes"}
+)
 NAMESPACE_TIMEOUT = 90.0
 
 # The chart's identity under KUBESIM_IDENTITY=chart (release "gpupaas" in namespace "gpupaas").
@@ -53,6 +61,10 @@ CHART_NAMESPACE = "gpupaas"
 CHART_SERVICE_ACCOUNT = "gpupaas"
 CHART_TEAM_ROLE = "gpupaas-team"
 RBAC_TEMPLATES = ("templates/serviceaccount.yaml", "templates/rbac.yaml")
+
+
+def with_real_nodes() -> bool:
+    return os.environ.get("KUBESIM_REAL_NODES", "") == "1"
 
 
 def as_chart_identity() -> bool:
@@ -214,10 +226,16 @@ def portal_view(cluster: ks.Kubesim) -> ks.Kubesim:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    skip_real = pytest.mark.skip(
+        reason="needs real nodes: KUBESIM_REAL_NODES=1 (deploy/test.sh runs these in the "
+        "real-node pass; the cluster of this run has fake nodes only)"
+    )
     for item in items:
         fixturenames = getattr(item, "fixturenames", ())
         if FIXTURES.intersection(fixturenames) and item.get_closest_marker("kubesim") is None:
             item.add_marker(pytest.mark.kubesim)
+        if item.get_closest_marker("realnode") is not None and not with_real_nodes():
+            item.add_marker(skip_real)
 
 
 def _unavailable(reason: str) -> None:
@@ -247,11 +265,29 @@ def kubesim(kubesim_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     topology = Path(topology_env) if topology_env else None
     data_dir = tmp_path_factory.mktemp("kubesim")
     timeout = float(os.environ.get("KUBESIM_START_TIMEOUT", ks.DEFAULT_START_TIMEOUT))
-    cluster = ks.start(data_dir, topology=topology, timeout=timeout)
+    real = with_real_nodes()
+    if real:
+        problem = ks.real_nodes_unavailable()
+        if problem:
+            _unavailable(f"KUBESIM_REAL_NODES=1 but {problem}")
+    cluster = ks.start(data_dir, topology=topology, timeout=timeout, real_nodes=real)
     try:
         yield portal_view(cluster)
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def real_nodes(kubesim: ks.Kubesim) -> list[dict[str, Any]]:
+    """The real nodes of the session's cluster (READY's ``real.nodes``: name, ip, pod_subnet,
+    dir, kubelet_pid_file). Fails when the cluster was started without them."""
+    if not kubesim.real:
+        pytest.fail(
+            "this test needs real nodes: run it with KUBESIM_REAL_NODES=1 "
+            "(deploy/test.sh does, in the real-node pass)",
+            pytrace=False,
+        )
+    return list(kubesim.real["nodes"])
 
 
 @pytest.fixture(scope="session")

@@ -152,7 +152,7 @@ ENDPOINT_URLS = (
 def test_outsider_gets_404_for_another_teams_endpoint(
     portal: Portal, method: str, url: str
 ) -> None:
-    from apps.credentials.models import EndpointKey
+    from apps.serving.models import EndpointKey
 
     endpoint = portal.workload(
         name="vision-secret-llm",

@@ -100,8 +100,8 @@ def test_admin_sets_quota_in_gpus_audited_and_warned_over_capacity(portal: Porta
     [
         ({"guaranteed": "4", "limit": "2"}, "limit", "must be at least the guarantee"),
         ({"guaranteed": "0.0001", "limit": "2"}, "guaranteed", "decimal places"),
-        ({"guaranteed": "-1", "limit": "2"}, "guaranteed", "greater than or equal to 0"),
-        ({"guaranteed": "1e9", "limit": "1e9"}, "guaranteed", "less than or equal"),
+        ({"guaranteed": "-1", "limit": "2"}, "guaranteed", "A number of GPUs cannot be negative."),
+        ({"guaranteed": "1e9", "limit": "1e9"}, "guaranteed", "At most 100,000 GPUs"),
         ({"guaranteed": "x", "limit": "2"}, "guaranteed", "Enter a number"),
         ({"guaranteed": "1", "limit": "2", "per_user_cap": "3"}, "per_user_cap", "cannot exceed"),
     ],
@@ -117,6 +117,7 @@ def test_bad_quota_input_is_a_form_error(
     )
     assert answer.status_code == 400
     assert message in answer.content.decode()
+    assert "Ensure this value" not in answer.content.decode()
     assert f'id="id_{field}_error"' in answer.content.decode()
     assert list(TeamQuota.objects.values_list("guaranteed_milli", "limit_milli")) == before
 

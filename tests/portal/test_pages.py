@@ -410,7 +410,7 @@ def test_logs_tail_and_live_follow_stream_the_containers_lines(
         calls.append(kw)
         yield from ["epoch 1 loss 0.9", "epoch 2 loss <0.5>"]
 
-    monkeypatch.setattr("apps.web.views.workloads.workload_logs", fake_logs)
+    monkeypatch.setattr("apps.web.views.workloads.logs.workload_logs", fake_logs)
     client = portal.client(portal.cast.owner)
     tail = html(client.get(f"/workloads/{workload.pk}/logs/"))
     assert "epoch 1 loss 0.9\nepoch 2 loss &lt;0.5&gt;\n</pre>" in tail

@@ -45,8 +45,17 @@ def test_admin_sets_the_policy_members_read_it_outsiders_get_404(portal: Portal)
     ("field", "value", "message"),
     [
         ("max_gpus", "0.0005", "decimal places"),
-        ("max_runtime_training_hours", "0", "greater than or equal to 0.02"),
-        ("idle_timeout_notebook_minutes", "2", "greater than or equal to 5"),
+        (
+            "max_runtime_training_hours",
+            "0",
+            "A maximum runtime of training jobs of at least 0.02 hours (72 seconds).",
+        ),
+        (
+            "idle_timeout_notebook_minutes",
+            "2",
+            "An idle timeout of notebooks of at least 5 minutes.",
+        ),
+        ("idle_timeout_notebook_minutes", "99999", "at most 43,200 minutes (30 days)"),
         ("allowed_classes", "Z80", "Select a valid choice"),
         ("allowed_images", "\x00", "Null characters are not allowed"),
     ],
@@ -58,6 +67,7 @@ def test_bad_policy_input_is_a_form_error(
     answer = portal.client(cast.admin).post(f"/teams/{cast.team.slug}/policy/set/", {field: value})
     assert answer.status_code == 400
     assert message in answer.content.decode()
+    assert "Ensure this value" not in answer.content.decode()
     assert not TeamPolicy.objects.exists()
 
 

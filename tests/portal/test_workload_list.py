@@ -95,6 +95,10 @@ def test_pages_take_the_same_queries_however_many_rows(listed: Portal) -> None:
     client = listed.client(listed.cast.owner)
     client.get("/workloads/")  # the session
     few = _queries(client, "/workloads/?sort=name")
+    # Session, user, the form's teams and classes, team ids, the count, the page, the teams
+    # the caller leads (once: the cancel boxes and the menu's overview link both ask), the
+    # menu's memberships with their teams (has_team asks the same list), unread notices.
+    assert few == 10
     cast = listed.cast
     Workload.objects.bulk_create(
         [

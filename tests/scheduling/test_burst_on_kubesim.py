@@ -20,6 +20,7 @@ from apps.orchestration.clusters import forget_clients
 from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from deploy.devtools import kubesim as ks
 from tests.factories import (
@@ -105,14 +106,16 @@ def test_burst_cluster_takes_work_only_after_the_wait_for_teams_that_may_burst(
         return workload_submit(
             actor=owner,
             team=team,
-            kind="training",
-            name="big",
             gpu_class=h100,
             image=image,
-            gpu_milli=8000,
-            priority_class=wl.PRIORITY_TRAINING,
-            command=["python", "train.py"],
-            params={"pod_annotations": {"kubesim.io/run-duration": "1h"}},
+            request=WorkloadRequest.of(
+                kind="training",
+                name="big",
+                gpu_milli=8000,
+                priority_class=wl.PRIORITY_TRAINING,
+                command=["python", "train.py"],
+                params={"pod_annotations": {"kubesim.io/run-duration": "1h"}},
+            ),
         )
 
     bursting, staying = submit(may), submit(may_not)

@@ -1,7 +1,7 @@
 """The fair-share queue gives exactly the order of one heap that re-queues workloads one by
 one (the plain reading of fairshare.order_key with lazy re-sorting), on generated queues with
-tied ratios, tied ages and shares that grow and shrink while workloads are considered; and a
-whole cycle decides the same with either queue."""
+tied ratios, tied members' keys, tied ages and shares that grow and shrink while workloads
+are considered; and a whole cycle decides the same with either queue."""
 
 from __future__ import annotations
 
@@ -27,15 +27,17 @@ class OneByOneQueue:
 
     def __init__(self, entries: Iterable[QueueEntry], ratio: Callable[[Share], float]) -> None:
         self._ratio = ratio
-        self._heap = [(rank, ratio(share), ts, wid, share) for rank, share, ts, wid in entries]
+        self._heap = [
+            (rank, ratio(share), member, ts, wid, share) for rank, share, member, ts, wid in entries
+        ]
         heapq.heapify(self._heap)
 
     def pop(self) -> int | None:
         while self._heap:
-            rank, stored, ts, wid, share = heapq.heappop(self._heap)
+            rank, stored, member, ts, wid, share = heapq.heappop(self._heap)
             current = self._ratio(share)
             if current > stored:
-                heapq.heappush(self._heap, (rank, current, ts, wid, share))
+                heapq.heappush(self._heap, (rank, current, member, ts, wid, share))
                 continue
             return wid
         return None
@@ -56,6 +58,7 @@ def queues(draw: st.DrawFn) -> tuple[list[QueueEntry], dict[Share, float], Event
         (
             draw(st.integers(0, 2)),
             draw(st.sampled_from(SHARES)),
+            float(draw(st.sampled_from([0, 0, 500, 1000]))),  # members' keys, often tied
             float(draw(st.integers(0, 4))),  # tied ages: the id decides
             wid,
         )
@@ -66,7 +69,7 @@ def queues(draw: st.DrawFn) -> tuple[list[QueueEntry], dict[Share, float], Event
     # admission charges the team, down when a preemption frees the team's GPUs).
     events = {
         wid: draw(st.lists(st.tuples(st.sampled_from(SHARES), RATIOS), max_size=3))
-        for _rank, _share, _ts, wid in entries
+        for _rank, _share, _member, _ts, wid in entries
     }
     return entries, start, events
 
@@ -99,7 +102,7 @@ def test_same_order_as_one_by_one_requeueing(
     expected = drain(OneByOneQueue, entries, start, events)
     got = drain(FairShareQueue, entries, start, events)
     assert got == expected
-    assert sorted(got) == sorted(wid for _r, _s, _t, wid in entries)
+    assert sorted(got) == sorted(wid for _r, _s, _m, _t, wid in entries)
 
 
 def test_a_tie_that_preempts_splits_the_run() -> None:
@@ -109,7 +112,12 @@ def test_a_tie_that_preempts_splits_the_run() -> None:
     next and 2 last, as with one-by-one re-queueing (re-keying all of a's run would give
     1, 3, 2, 4)."""
     a, b = ("a", "x"), ("b", "x")
-    entries: list[QueueEntry] = [(0, a, 0.0, 1), (0, a, 0.0, 2), (0, b, 0.0, 3), (0, a, 0.0, 4)]
+    entries: list[QueueEntry] = [
+        (0, a, 0.0, 0.0, 1),
+        (0, a, 0.0, 0.0, 2),
+        (0, b, 0.0, 0.0, 3),
+        (0, a, 0.0, 0.0, 4),
+    ]
     start = {a: 0.0, b: 0.0}
     events: Events = {1: [(a, 1.0)], 2: [], 3: [(a, 0.0)], 4: []}
     expected = drain(OneByOneQueue, entries, start, events)

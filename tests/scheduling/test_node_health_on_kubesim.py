@@ -28,6 +28,7 @@ from apps.telemetry import core as telemetry
 from apps.telemetry.services import node_health_store
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_cancel, workload_submit
 from tests.factories import GpuClassFactory, ImageFactory, UserFactory
 from tests.orchestration.test_on_kubesim import cluster, core_api, team  # noqa: F401 - fixtures
@@ -127,16 +128,17 @@ def test_unhealthy_cordoned_and_maintained_nodes_get_no_work_and_a_drain_requeue
     training = workload_submit(
         actor=owner,
         team=team,
-        kind="training",
-        name="full-node",
         gpu_class=h100,
         image=ImageFactory(),
-        # One GPU: the nodes of the shared simulated cluster may still run other tests' pods.
-        gpu_milli=1000,
-        priority_class=wl.PRIORITY_TRAINING,
-        command=["python", "train.py"],
-        requeue_on_preemption=False,
-        params={"pod_annotations": {"kubesim.io/run-duration": "10m"}},
+        request=WorkloadRequest.of(
+            kind="training",
+            name="full-node",
+            gpu_milli=1000,
+            priority_class=wl.PRIORITY_TRAINING,
+            command=["python", "train.py"],
+            requeue_on_preemption=False,
+            params={"pod_annotations": {"kubesim.io/run-duration": "10m"}},
+        ),
     )
     run = scheduling_cycle_run()
     assert training.pk not in run.admitted

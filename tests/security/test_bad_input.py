@@ -124,3 +124,65 @@ def test_sweep_ranges_that_are_not_ranges_are_a_form_error_not_a_500(text: str) 
 
     with pytest.raises(forms.ValidationError):
         parse_ranges(text)
+
+
+@pytest.mark.parametrize(
+    "thresholds", ["²", "50, ²", "٥٠", "１００", "50,,80", "-5", "1e2", "5" * 5]
+)
+def test_budget_thresholds_with_unicode_digits_are_a_form_error_not_a_500(
+    cast: Cast, thresholds: str
+) -> None:
+    client = Client(raise_request_exception=False)
+    client.force_login(cast.admin)
+    response = client.post(
+        f"/teams/{cast.team.slug}/budget/set/",
+        {"month": "2026-11", "amount": "100", "thresholds": thresholds},
+    )
+    assert response.status_code < 500, response.content[:300]
+    if thresholds != "50,,80":
+        assert b"whole percentages" in response.content or b"Threshold" in response.content
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("amount", "²"),
+        ("amount", "NaN"),
+        ("amount", "Infinity"),
+        ("amount", "1e999999"),
+        ("month", "²０２６-11"),
+    ],
+)
+def test_budget_numbers_in_any_script_are_a_form_error_not_a_500(
+    cast: Cast, field: str, value: str
+) -> None:
+    client = Client(raise_request_exception=False)
+    client.force_login(cast.admin)
+    data = {"month": "2026-11", "amount": "100", "thresholds": "50, 80", field: value}
+    response = client.post(f"/teams/{cast.team.slug}/budget/set/", data)
+    assert response.status_code < 500, response.content[:300]
+
+
+@pytest.mark.parametrize("value", ["²", "NaN", "Infinity", "-0", "1e9999", "٣"])
+def test_quota_and_policy_numbers_in_any_script_are_a_form_error_not_a_500(
+    cast: Cast, value: str
+) -> None:
+    client = Client(raise_request_exception=False)
+    client.force_login(cast.admin)
+    quota = {
+        "team": cast.team.slug,
+        "gpu_class": cast.gpu_class.name,
+        "guaranteed": value,
+        "limit": value,
+        "per_user_cap": value,
+    }
+    assert client.post("/overview/quotas/", quota).status_code < 500
+    policy = {
+        "max_gpus": value,
+        "max_runtime_notebook_hours": value,
+        "idle_timeout_notebook_minutes": value,
+    }
+    assert client.post(f"/teams/{cast.team.slug}/policy/set/", policy).status_code < 500
+    assert client.get("/overview/advice/", {"days": value}).status_code < 500
+    advice = {"team": cast.team.slug, "gpu_class": cast.gpu_class.name, "days": value}
+    assert client.post("/overview/advice/apply/", advice).status_code < 500

@@ -21,7 +21,7 @@ from apps.common.ratelimit import rate_limiter
 from tests.plugins.cast import Cast
 from tests.plugins.redis_server import free_port
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clear_of_minute_boundary")]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ELSEWHERE = "203.0.113.7"  # a caller on another host (TEST-NET-3)
@@ -223,6 +223,12 @@ def test_client_ip_is_the_nth_entry_from_the_right_whatever_the_client_prepends(
     # Fewer entries than proxies: the request did not come through them; the TCP peer counts.
     short = RequestFactory().get("/", REMOTE_ADDR="10.0.0.9", HTTP_X_FORWARDED_FOR="")
     assert client_ip(short) == "10.0.0.9"
+    # An entry that is not an address (a NUL, a name) was not written by a proxy: the TCP
+    # peer counts, and nothing unparseable reaches the audit log's address column.
+    for junk in ("10.0.0.\x001", "proxy.internal", "unknown"):
+        header = ", ".join([junk, *appended[1:]])
+        odd = RequestFactory().get("/", REMOTE_ADDR="10.0.0.9", HTTP_X_FORWARDED_FOR=header)
+        assert client_ip(odd) == "10.0.0.9", junk
 
 
 def test_compose_trusts_no_proxy_while_the_port_is_published_to_clients() -> None:

@@ -27,7 +27,7 @@ from django.test.utils import override_settings
 from apps.accounts.models import User
 from apps.accounts.services import api_token_create
 from apps.common import streams
-from apps.orchestration.reads import LogsUnavailable
+from apps.orchestration.cluster_reads import LogsUnavailable
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.factories import WorkloadFactory
@@ -57,8 +57,8 @@ class FakeFollow:
 @pytest.fixture
 def follow(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeFollow]:
     fake = FakeFollow()
-    monkeypatch.setattr("apps.api.views.workloads.workload_logs", fake)
-    monkeypatch.setattr("apps.web.views.workloads.workload_logs", fake)
+    monkeypatch.setattr("apps.api.views.workloads.logs.workload_logs", fake)
+    monkeypatch.setattr("apps.web.views.workloads.logs.workload_logs", fake)
     yield fake
     fake.release.set()
 
@@ -259,8 +259,8 @@ def test_an_outsider_gets_404_and_no_logs_is_still_a_409(
         raise LogsUnavailable("No pod is running for this workload, so there are no logs yet.")
         yield ""
 
-    monkeypatch.setattr("apps.api.views.workloads.workload_logs", no_pod)
-    monkeypatch.setattr("apps.web.views.workloads.workload_logs", no_pod)
+    monkeypatch.setattr("apps.api.views.workloads.logs.workload_logs", no_pod)
+    monkeypatch.setattr("apps.web.views.workloads.logs.workload_logs", no_pod)
     outsider_headers = token(cast.outsider)
     owner_headers = token(cast.owner)
 

@@ -15,10 +15,11 @@ from apps.accounts.models import Membership, Team
 from apps.catalog.models import Cluster
 from apps.orchestration import services as orchestration
 from apps.scheduling.services import scheduling_cycle_run
+from apps.serving.autoscaling import autoscale_pass
 from apps.serving.models import EndpointSample
-from apps.serving.services import autoscale_pass
 from apps.telemetry.prom import PrometheusClient
 from apps.workloads import core as wl
+from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_submit
 from deploy.devtools import dcgm_sim
 from deploy.devtools import prometheus as prom
@@ -76,18 +77,20 @@ def test_a_busy_endpoint_scaling_on_gpu_utilisation_gets_more_replicas(
     endpoint = workload_submit(
         actor=lead,
         team=team,
-        kind=wl.KIND_INFERENCE,
-        name="busy-llm",
         gpu_class=h100,
         image=ImageFactory(name="vLLM", reference="docker.io/vllm/vllm:1", kind="serving"),
-        gpu_milli=1000,
-        params={"pod_annotations": {"kubesim.io/gpu-utilisation": "busy"}},
-        endpoint={
-            "model_path": "/team/models/llama",
-            "max_replicas": 3,
-            "scale_metric": "gpu",
-            "scale_target": 30,
-        },
+        request=WorkloadRequest.of(
+            kind=wl.KIND_INFERENCE,
+            name="busy-llm",
+            gpu_milli=1000,
+            params={"pod_annotations": {"kubesim.io/gpu-utilisation": "busy"}},
+            endpoint={
+                "model_path": "/team/models/llama",
+                "max_replicas": 3,
+                "scale_metric": "gpu",
+                "scale_target": 30,
+            },
+        ),
     )
     scheduling_cycle_run()
     orchestration.workload_reconcile(workload_id=endpoint.pk)

@@ -160,7 +160,7 @@ def test_pods_of_the_node_are_named_by_uid_with_their_first_container() -> None:
 
 def test_the_agent_reads_pods_without_django() -> None:
     """The node agent runs without Django: the read module it uses must import without it."""
-    code = "import apps.orchestration.reads, apps.telemetry.agent.pods"
+    code = "import apps.orchestration.cluster_reads, apps.telemetry.agent.pods"
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

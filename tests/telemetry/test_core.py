@@ -265,6 +265,42 @@ def test_inference_endpoints_are_never_acted_on() -> None:
     assert not (decision.warn or decision.suspend or decision.flag)
 
 
+def test_jupyter_activity_in_the_window_keeps_a_notebook_with_an_idle_gpu_in_use() -> None:
+    now = T0 + timedelta(minutes=40)
+    window_start = now - timedelta(minutes=1)
+    state = core.IdleState(idle_since=T0, warned_at=T0 + timedelta(minutes=20))
+
+    def with_activity(kind: str, activity_at: datetime | None) -> core.IdleDecision:
+        return core.idle_decide(
+            kind=kind,
+            utilisation=0.0,
+            policy=POLICY,
+            state=state,
+            window_start=window_start,
+            now=now,
+            activity_at=activity_at,
+        )
+
+    # A cell run (or a file saved) half a minute ago: in use, the warning's streak ends.
+    used = with_activity("notebook", now - timedelta(seconds=30))
+    assert used.idle_since is None and used.busy_again and not used.suspend
+    # Jupyter quiet since before the window: the GPU decides, as without Jupyter.
+    quiet = with_activity("notebook", window_start - timedelta(seconds=1))
+    assert quiet.idle_since == T0 and quiet.suspend
+    assert with_activity("notebook", None).suspend
+    # Only a notebook's Jupyter counts; a training job is flagged on its GPU alone.
+    flagged = core.idle_decide(
+        kind="training",
+        utilisation=0.0,
+        policy=POLICY,
+        state=core.IdleState(idle_since=T0 - POLICY.flag_after),
+        window_start=window_start,
+        now=now,
+        activity_at=now,
+    )
+    assert flagged.flag
+
+
 def test_disabled_policy_measures_but_does_nothing() -> None:
     now = T0 + timedelta(hours=5)
     decision = core.idle_decide(

@@ -11,7 +11,8 @@ from django.test import Client
 from apps.audit.models import AuditEvent
 from apps.quotas.models import TeamQuota
 from apps.telemetry.models import UsageDay
-from apps.telemetry.rightsizing import advice_apply, rightsizing
+from apps.telemetry.selectors.rightsizing import rightsizing
+from apps.telemetry.services.rightsizing import advice_apply
 from apps.workloads.models import Workload
 from tests.factories import WorkloadFactory
 from tests.plugins.cast import Cast

@@ -10,12 +10,12 @@ from apps.workloads import core
 from apps.workloads.models import Workload
 from apps.workloads.services import (
     workload_cancel,
-    workload_submit,
     workload_transition,
     workloads_queue,
 )
 from tests.factories import ImageFactory, WorkloadFactory
 from tests.plugins.cast import Cast
+from tests.workloads.submitting import submit_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +33,7 @@ def submit(cast: Cast, **kw: object) -> Workload:
         "command": ["python", "train.py"],
     }
     args.update(kw)
-    return workload_submit(**args)
+    return submit_fields(**args)
 
 
 def test_submit_records_pending_workload_event_and_audit(cast: Cast) -> None:

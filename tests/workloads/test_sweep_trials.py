@@ -15,8 +15,9 @@ from apps.scheduling.selectors import scheduling_snapshot
 from apps.workloads import core
 from apps.workloads.models import Workload
 from apps.workloads.selectors import WorkloadFilters, quota_usage_for_teams, workloads_filtered
-from apps.workloads.services import workload_cancel, workload_submit, workload_transition
+from apps.workloads.services import workload_cancel, workload_transition
 from tests.plugins.cast import Cast
+from tests.workloads.submitting import submit_fields
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ def submit_sweep(cast: Cast, **kw: object) -> Workload:
         "params": {"pod_annotations": {"kubesim.io/run-duration": "1s"}},
     }
     args.update(kw)
-    return workload_submit(**args)
+    return submit_fields(**args)
 
 
 def move(trial: Workload, *states: str) -> None:

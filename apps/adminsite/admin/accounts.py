@@ -1,3 +1,7 @@
+"""The admin pages of accounts: teams with their memberships, users with their identities
+and passwords, groups and API tokens. Saves, deletes and actions go through
+:mod:`apps.accounts.services`, so the audit trail does not depend on the screen used."""
+
 from __future__ import annotations
 
 from contextvars import ContextVar

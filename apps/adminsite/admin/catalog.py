@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from apps.adminsite.admin.base import ServiceAdmin, actor, source_ip
+from apps.adminsite.admin.formatting import cost, gib
 from apps.adminsite.admin.quotas import QuotaInline
 from apps.catalog.models import Cluster, ClusterNode, GpuClass, Image, NodeMaintenance
 from apps.catalog.selectors import node_blockers
@@ -30,16 +31,26 @@ class GpuClassAdmin(ServiceAdmin):
     list_display = (
         "name",
         "product_label",
-        "memory_mib",
+        "memory",
         "sharing_mode",
-        "hourly_cost",
+        "allocation_mode",
+        "cost_per_hour",
         "capacity_gpus",
         "enabled",
     )
-    list_filter = ("sharing_mode", "enabled")
+    list_filter = ("sharing_mode", "allocation_mode", "enabled")
     search_fields = ("name", "product_label")
     inlines = (QuotaInline,)
     actions = ("enable", "disable")
+
+    @admin.display(description="memory per GPU", ordering="memory_mib")
+    def memory(self, obj: GpuClass) -> str:
+        return gib(obj.memory_mib)
+
+    @admin.display(description="hourly cost per GPU", ordering="hourly_cost")
+    def cost_per_hour(self, obj: GpuClass) -> str:
+        return cost(obj.hourly_cost)
+
     fieldsets = (
         (
             None,
@@ -59,6 +70,7 @@ class GpuClassAdmin(ServiceAdmin):
             "Sharing",
             {"fields": ("sharing_mode", "timeslice_replicas", "mig_profiles", "hami_split_count")},
         ),
+        ("Allocation", {"fields": ("allocation_mode",)}),
     )
 
     def save_model(

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from apps.adminsite.admin.base import KeyLockedForm, ServiceAdmin, ServiceFormSet, actor, source_ip
+from apps.adminsite.admin.formatting import gpus
 from apps.catalog.models import GpuClass
 from apps.quotas.models import TeamQuota
 from apps.quotas.selectors import guarantee_warning_for_class
@@ -75,11 +76,23 @@ class TeamQuotaInline(admin.TabularInline):
 
 @admin.register(TeamQuota)
 class TeamQuotaAdmin(ServiceAdmin):
-    list_display = ("team", "gpu_class", "guaranteed_milli", "limit_milli", "per_user_cap_milli")
+    list_display = ("team", "gpu_class", "guaranteed", "limit", "per_user_cap")
     list_filter = ("gpu_class", "team")
     search_fields = ("team__name", "gpu_class__name")
     list_select_related = ("team", "gpu_class")
     autocomplete_fields = ("team",)
+
+    @admin.display(description="guaranteed (GPUs)", ordering="guaranteed_milli")
+    def guaranteed(self, obj: TeamQuota) -> str:
+        return gpus(obj.guaranteed_milli)
+
+    @admin.display(description="limit (GPUs)", ordering="limit_milli")
+    def limit(self, obj: TeamQuota) -> str:
+        return gpus(obj.limit_milli)
+
+    @admin.display(description="per-user cap (GPUs)", ordering="per_user_cap_milli")
+    def per_user_cap(self, obj: TeamQuota) -> str:
+        return gpus(obj.per_user_cap_milli)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # A quota belongs to one team and class for good; move it by deleting and adding.

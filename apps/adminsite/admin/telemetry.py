@@ -7,6 +7,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html_join
 
 from apps.adminsite.admin.base import ServiceAdmin, actor, source_ip
+from apps.adminsite.admin.formatting import cost, gib, gpu_hours, percent
 from apps.telemetry import selectors
 from apps.telemetry.models import (
     IdleNotice,
@@ -63,7 +64,7 @@ class NodeHealthReportAdmin(ReadOnlyAdmin):
         "gpu_count",
         "expected_gpu_count",
         "models_seen",
-        "memory_mib",
+        "memory",
         "driver_version",
         "ecc_single_bit",
         "ecc_double_bit",
@@ -76,6 +77,10 @@ class NodeHealthReportAdmin(ReadOnlyAdmin):
     readonly_fields = ("problem_list", "gpu_table")
     exclude = ("problems", "gpus")
 
+    @admin.display(description="memory per GPU", ordering="memory_mib")
+    def memory(self, obj: NodeHealthReport) -> str:
+        return gib(obj.memory_mib)
+
     @admin.display(description="problems")
     def problem_list(self, obj: NodeHealthReport) -> str:
         return format_html_join("", "<div>{}</div>", ((p,) for p in obj.problems)) or "none"
@@ -84,13 +89,13 @@ class NodeHealthReportAdmin(ReadOnlyAdmin):
     def gpu_table(self, obj: NodeHealthReport) -> str:
         return format_html_join(
             "",
-            "<div>GPU {} · {} · {} · {} MiB · {} °C · ECC {}/{} · XID {}</div>",
+            "<div>GPU {} · {} · {} · {} · {} °C · ECC {}/{} · XID {}</div>",
             (
                 (
                     g.get("index"),
                     g.get("uuid"),
                     g.get("model"),
-                    g.get("memory_mib"),
+                    gib(g.get("memory_mib")),
                     g.get("temperature_c"),
                     g.get("ecc_sbe"),
                     g.get("ecc_dbe"),
@@ -110,7 +115,7 @@ class IdleNoticeAdmin(ReadOnlyAdmin):
 
     @admin.display(description="GPU-hours reclaimed")
     def reclaimed_hours(self, obj: IdleNotice) -> str:
-        return f"{obj.reclaimed_gpu_seconds() / 3600:.2f}" if obj.kind == "suspended" else ""
+        return gpu_hours(obj.reclaimed_gpu_seconds()) if obj.kind == "suspended" else ""
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):  # type: ignore[no-untyped-def]
         summary = selectors.reclaimed()
@@ -128,13 +133,25 @@ class IdleNoticeAdmin(ReadOnlyAdmin):
 class WorkloadUsageAdmin(ReadOnlyAdmin):
     list_display = (
         "workload",
-        "allocated_gpu_hours",
-        "used_gpu_hours",
-        "last_utilisation",
+        "allocated",
+        "used",
+        "utilisation",
         "idle_since",
         "last_sample_at",
     )
     search_fields = ("workload__name",)
+
+    @admin.display(description="allocated GPU-hours", ordering="allocated_gpu_seconds")
+    def allocated(self, obj: WorkloadUsage) -> str:
+        return gpu_hours(obj.allocated_gpu_seconds)
+
+    @admin.display(description="used GPU-hours", ordering="used_gpu_seconds")
+    def used(self, obj: WorkloadUsage) -> str:
+        return gpu_hours(obj.used_gpu_seconds)
+
+    @admin.display(description="last utilisation", ordering="last_utilisation")
+    def utilisation(self, obj: WorkloadUsage) -> str:
+        return percent(obj.last_utilisation)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WorkloadUsage]:
         return super().get_queryset(request).select_related("workload")
@@ -148,12 +165,24 @@ class UsageDayAdmin(ReadOnlyAdmin):
         "team",
         "owner",
         "gpu_class",
-        "allocated_gpu_seconds",
-        "used_gpu_seconds",
-        "cost",
+        "allocated",
+        "used",
+        "charged",
     )
     list_filter = ("gpu_class", "team")
     date_hierarchy = "day"
+
+    @admin.display(description="allocated GPU-hours", ordering="allocated_gpu_seconds")
+    def allocated(self, obj: UsageDay) -> str:
+        return gpu_hours(obj.allocated_gpu_seconds)
+
+    @admin.display(description="used GPU-hours", ordering="used_gpu_seconds")
+    def used(self, obj: UsageDay) -> str:
+        return gpu_hours(obj.used_gpu_seconds)
+
+    @admin.display(description="cost", ordering="cost")
+    def charged(self, obj: UsageDay) -> str:
+        return cost(obj.cost)
 
 
 @admin.register(IngestCursor)

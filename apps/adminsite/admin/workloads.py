@@ -5,6 +5,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from apps.adminsite.admin.formatting import gpus
 from apps.common.http import client_ip
 from apps.workloads import core
 from apps.workloads.models import Workload, WorkloadEvent
@@ -36,7 +37,8 @@ class WorkloadAdmin(admin.ModelAdmin):
         "owner",
         "team",
         "gpu_class",
-        "gpu_milli",
+        "gpus_per_replica",
+        "charged_per_replica",
         "replicas",
         "priority_class",
         "created_at",
@@ -64,6 +66,14 @@ class WorkloadAdmin(admin.ModelAdmin):
     )
     inlines = (WorkloadEventInline,)
     actions = ("cancel",)
+
+    @admin.display(description="GPUs per replica", ordering="gpu_milli")
+    def gpus_per_replica(self, obj: Workload) -> str:
+        return gpus(obj.gpu_milli)
+
+    @admin.display(description="charged per replica (GPUs)", ordering="charged_milli")
+    def charged_per_replica(self, obj: Workload) -> str:
+        return gpus(obj.charged_milli)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # Workloads are requested through the portal or API, where quota rules apply.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import exceptions, serializers, status
@@ -17,18 +18,13 @@ from apps.api.base import Conflict, error_responses
 from apps.api.serializers import WorkloadSerializer
 from apps.catalog.models import Image
 from apps.common.http import client_ip
-from apps.credentials.models import EndpointKey
+from apps.serving.access import endpoint_key_create, endpoint_key_revoke
+from apps.serving.models import EndpointKey
 from apps.serving.selectors import EndpointOverview, endpoint_overview
+from apps.serving.services import endpoint_scale, endpoint_update, endpoint_wake
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workload_for_user
-from apps.workloads.services import (
-    endpoint_key_create,
-    endpoint_key_revoke,
-    endpoint_scale,
-    endpoint_update,
-    endpoint_wake,
-)
 
 ENDPOINT_EXAMPLE: dict[str, Any] = {
     "id": 57,
@@ -83,6 +79,7 @@ OVERVIEW_EXAMPLE: dict[str, Any] = {
     "rollout": {"revision": 1, "state": "complete"},
     "settings": ENDPOINT_EXAMPLE["params"]["endpoint"],
     "cost_per_hour": "9.00",
+    "currency": "EUR",
     "keys": [KEY_EXAMPLE],
     "samples": [
         {
@@ -154,6 +151,7 @@ class EndpointOverviewSerializer(serializers.Serializer):
     rollout = serializers.DictField()
     settings = serializers.DictField()
     cost_per_hour = serializers.DecimalField(max_digits=12, decimal_places=2)
+    currency = serializers.CharField(help_text="Of cost_per_hour (the platform's currency).")
     keys = EndpointKeySerializer(many=True)
     samples = EndpointSampleSerializer(many=True, help_text="Replicas over time against load.")
 
@@ -172,6 +170,7 @@ def _overview(o: EndpointOverview) -> dict[str, Any]:
         "rollout": o.rollout,
         "settings": o.settings,
         "cost_per_hour": o.cost_per_hour,
+        "currency": settings.PLATFORM_CURRENCY,
         "keys": [_key(k) for k in o.keys],
         "samples": [
             {

@@ -26,7 +26,8 @@ from apps.common.parsing import parse_month
 from apps.policies import core as policy_core
 from apps.policies.selectors import team_policy_spec
 from apps.policies.services import team_policy_set
-from apps.telemetry import rightsizing
+from apps.telemetry.selectors import rightsizing
+from apps.telemetry.services.rightsizing import advice_apply
 
 NAME_LIST_MAX = 100
 
@@ -444,7 +445,7 @@ class AdviceApplyView(APIView):
         data = body.validated_data
         team = Team.objects.get(slug=data["team"])
         gpu_class = GpuClass.objects.get(name=data["gpu_class"])
-        rightsizing.advice_apply(
+        advice_apply(
             actor=actor,
             team=team,
             gpu_class=gpu_class,

@@ -82,7 +82,7 @@ def pods_by_uid(pods: Iterable[Mapping[str, Any]]) -> dict[str, PodRef]:
 
 def cluster_directory(node_name: str, kubeconfig: str | None) -> Callable[[], dict[str, PodRef]]:
     """Pods on this node from the cluster's API (in-cluster, or a kubeconfig)."""
-    from apps.orchestration.reads import node_pods_reader
+    from apps.orchestration.cluster_reads import node_pods_reader
 
     read = node_pods_reader(node_name, kubeconfig=kubeconfig)
     return lambda: pods_by_uid(read())

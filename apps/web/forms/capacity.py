@@ -78,7 +78,13 @@ class DecisionForm(forms.Form):
 
 class ReservationForm(_TeamClassForm):
     count = forms.IntegerField(
-        min_value=1, max_value=10_000, help_text="How many GPUs, or units of the size below."
+        min_value=1,
+        max_value=10_000,
+        help_text="How many GPUs, or units of the size below.",
+        error_messages={
+            "min_value": "Reserve at least one unit.",
+            "max_value": "At most 10,000 units in one reservation: book larger blocks instead.",
+        },
     )
     size = GpusField(
         label="Size of one unit",

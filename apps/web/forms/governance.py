@@ -15,6 +15,23 @@ from apps.common.parsing import parse_month
 MAX_GPUS = Decimal(100_000)
 
 
+def bounds_messages(*, low: str, high: str, places: str = "") -> dict[str, str]:
+    """A number field's own words for a value out of its bounds, instead of Django's
+    "Ensure this value is less than or equal to …"."""
+    messages = {"min_value": low, "max_value": high, "max_whole_digits": high}
+    messages["max_digits"] = high
+    if places:
+        messages["max_decimal_places"] = places
+    return messages
+
+
+GPUS_MESSAGES = bounds_messages(
+    low="A number of GPUs cannot be negative.",
+    high=f"At most {MAX_GPUS:,} GPUs: no cluster holds more.",
+    places="GPUs with at most three decimal places (0.001 GPU is the smallest share), e.g. 0.25.",
+)
+
+
 def gpus_field(label: str, *, required: bool = True, help_text: str = "") -> forms.DecimalField:
     return forms.DecimalField(
         label=label,
@@ -24,6 +41,7 @@ def gpus_field(label: str, *, required: bool = True, help_text: str = "") -> for
         max_digits=9,
         decimal_places=3,
         help_text=help_text,
+        error_messages=GPUS_MESSAGES,
     )
 
 
@@ -59,7 +77,15 @@ class BudgetForm(forms.Form):
         max_length=7, help_text="YYYY-MM: the budget holds from this month on until changed."
     )
     amount = forms.DecimalField(
-        min_value=Decimal(0), max_value=Decimal("999999999999.99"), max_digits=14, decimal_places=2
+        min_value=Decimal(0),
+        max_value=Decimal("999999999999.99"),
+        max_digits=14,
+        decimal_places=2,
+        error_messages=bounds_messages(
+            low="A budget cannot be negative: 0 stops all but batch work under a hard stop.",
+            high="A budget of at most 999,999,999,999.99 a month.",
+            places="A budget in the currency's units and cents: at most two decimal places.",
+        ),
     )
     thresholds = forms.CharField(
         max_length=100,
@@ -82,7 +108,7 @@ class BudgetForm(forms.Form):
         words = [w for w in self.cleaned_data["thresholds"].replace(",", " ").split() if w]
         values = []
         for word in words:
-            if not word.isdigit() or len(word) > 4:
+            if not (word.isascii() and word.isdigit()) or len(word) > 4:  # int("²") raises
                 raise forms.ValidationError(
                     "Thresholds are whole percentages separated by commas, e.g. 50, 80, 100."
                 )
@@ -91,7 +117,14 @@ class BudgetForm(forms.Form):
 
 
 class AdviceForm(forms.Form):
-    days = forms.IntegerField(required=False, min_value=1, max_value=90)
+    days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=90,
+        error_messages=bounds_messages(
+            low="Look back at least 1 day.", high="Look back at most 90 days."
+        ),
+    )
 
 
 class AdviceApplyForm(AdviceForm):
@@ -146,12 +179,21 @@ class PolicyForm(forms.Form):
                 max_value=Decimal(720),
                 max_digits=6,
                 decimal_places=2,
+                error_messages=bounds_messages(
+                    low=f"A maximum runtime of {label} of at least 0.02 hours (72 seconds).",
+                    high=f"A maximum runtime of {label} of at most 720 hours (30 days).",
+                    places="Hours with at most two decimal places, e.g. 1.5.",
+                ),
             )
             self.fields[f"idle_timeout_{kind}_minutes"] = forms.IntegerField(
                 label=f"Default idle timeout of {label} (minutes)",
                 required=False,
                 min_value=5,
                 max_value=30 * 24 * 60,
+                error_messages=bounds_messages(
+                    low=f"An idle timeout of {label} of at least 5 minutes.",
+                    high=f"An idle timeout of {label} of at most 43,200 minutes (30 days).",
+                ),
             )
 
     def values(self) -> dict[str, Any]:

@@ -21,7 +21,15 @@ def _events_field(label: str, help_text: str) -> forms.MultipleChoiceField:
 
 
 class NotificationPreferenceForm(forms.Form):
-    portal_events = _events_field("In the portal", "Shown under Notices, with a count in the menu.")
+    portal_events = _events_field(
+        "In the portal",
+        "Shown under Notices, with a count in the menu. By default what needs attention.",
+    )
+    digest_events = _events_field(
+        "In a daily e-mail digest",
+        "One e-mail a day, the day's updates grouped per workload. By default admitted, "
+        "running and finished.",
+    )
     email_events = _events_field("By e-mail", "Sent to the address your sign-in gives.")
     webhook_events = _events_field(
         "By webhook", "Posted as JSON with a “text” field (Slack and Microsoft Teams accept it)."
@@ -52,6 +60,7 @@ class NotificationPreferenceForm(forms.Form):
         return {
             "portal_events": sorted(prefs.events.get(core.Channel.PORTAL, ())),
             "email_events": sorted(prefs.events.get(core.Channel.EMAIL, ())),
+            "digest_events": sorted(prefs.events.get(core.Channel.DIGEST, ())),
             "webhook_events": sorted(prefs.events.get(core.Channel.WEBHOOK, ())),
             "webhook_url": prefs.webhook_url,
         }

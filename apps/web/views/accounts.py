@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Team, User
-from apps.accounts.oidc import logout_endpoint
+from apps.accounts.oidc import logout_url
 from apps.accounts.selectors import (
     is_team_lead,
     memberships_of,
@@ -28,7 +28,7 @@ from apps.web.forms.accounts import ApiTokenForm
 from apps.web.forms.errors import errors_by_field
 from apps.web.forms.workloads import TeamWorkloadFilterForm
 from apps.workloads.selectors import quota_bars_for_teams, team_workloads
-from apps.workloads.sizing import request_label
+from apps.workloads.sizing import request_label, sweep_parallelism
 
 
 def dev_login_allowed() -> bool:
@@ -86,8 +86,13 @@ def logout_view(request: HttpRequest) -> HttpResponse:
     user = request.user
     if isinstance(user, User):
         audit_record(actor=user, action="auth.logout", obj=user, source_ip=client_ip(request))
+    id_token = str(request.session.get("oidc_id_token") or "")
     logout(request)
-    op_logout = logout_endpoint() if settings.OIDC_ENABLED else ""
+    op_logout = (
+        logout_url(id_token=id_token, return_to=request.build_absolute_uri("/"))
+        if settings.OIDC_ENABLED
+        else ""
+    )
     if op_logout:
         return render(request, "accounts/logged_out.html", {"op_logout": op_logout})
     return redirect("accounts:login")
@@ -207,7 +212,10 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     workloads = list(page)
     for w in workloads:
         w.gpu_label = request_label(  # type: ignore[attr-defined]
-            w.gpu_milli, w.replicas, w.gpu_class.name
+            w.gpu_milli,
+            w.replicas,
+            w.gpu_class.name,
+            parallelism=sweep_parallelism(w.kind, w.params),
         )
     return render(
         request,

@@ -15,8 +15,8 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from apps.accounts.models import Membership, Team, User
-from apps.accounts.selectors import teams_visible_to
+from apps.accounts.models import Team, User
+from apps.accounts.selectors import teams_led_by, teams_visible_to
 from apps.catalog.models import GpuClass
 from apps.catalog.selectors import gpu_classes_offered
 from apps.common.http import client_ip
@@ -220,11 +220,7 @@ def _calendar_days(gpu_class: GpuClass, start: datetime) -> list[Day]:
 
 
 def _booking_teams(user: User) -> QuerySet[Team]:
-    if user.is_staff:
-        return Team.objects.order_by("name")
-    return Team.objects.filter(
-        memberships__user=user, memberships__role=Membership.Role.LEAD
-    ).order_by("name")
+    return Team.objects.order_by("name") if user.is_staff else teams_led_by(user)
 
 
 @login_required

@@ -18,20 +18,14 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.models import User
 from apps.catalog.models import Image
 from apps.common.http import client_ip
-from apps.credentials.models import EndpointKey
+from apps.serving.access import endpoint_call_authorise, endpoint_key_create, endpoint_key_revoke
+from apps.serving.models import EndpointKey
 from apps.serving.selectors import endpoint_overview
+from apps.serving.services import endpoint_scale, endpoint_update, endpoint_wake
 from apps.web.forms.workloads import parse_env
 from apps.workloads import core
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workload_for_user, workload_may_manage
-from apps.workloads.services import (
-    endpoint_call_authorise,
-    endpoint_key_create,
-    endpoint_key_revoke,
-    endpoint_scale,
-    endpoint_update,
-    endpoint_wake,
-)
 
 NEW_KEY_SESSION = "gpupaas-new-endpoint-key"
 
@@ -64,18 +58,23 @@ def _errors(request: HttpRequest, exc: ValidationError | PermissionDenied) -> No
 @csrf_exempt  # asked by the ingress with the call's own method; it changes no user data
 @never_cache
 def endpoint_auth(request: HttpRequest, workload_id: int) -> HttpResponse:
-    """The ingress asks here before every call to an endpoint (auth-url): 200 for a signed-in
-    member of its team or a live key of this endpoint; 401 without either (or with a wrong or
-    revoked key); 403 for anyone else. A call to an endpoint scaled to zero wakes it."""
+    """The proxy asks here before every call to an endpoint (auth-url, forwardAuth): 200 for a
+    signed-in member of its team or a live key of this endpoint; 401 without either (or with a
+    wrong or revoked key, or for an endpoint that does not exist, with the same body); 403 for
+    anyone else; 429 with Retry-After after too many wrong keys. A call to an endpoint scaled to
+    zero wakes it."""
     user = request.user if request.user.is_authenticated else None
     verdict = endpoint_call_authorise(
         user=user,
         endpoint_id=workload_id,
         authorization=request.headers.get("Authorization", ""),
         api_key=request.headers.get("X-Api-Key", ""),
+        source_ip=client_ip(request),
     )
     response = HttpResponse(verdict.message, status=verdict.status, content_type="text/plain")
     response["Cache-Control"] = "no-store"
+    if verdict.retry_after:
+        response["Retry-After"] = str(verdict.retry_after)
     if verdict.status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="gpupaas endpoint"'
     if verdict.waking:

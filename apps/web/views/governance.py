@@ -25,7 +25,8 @@ from apps.policies.selectors import policy_summaries, team_policy_spec
 from apps.policies.services import team_policy_set
 from apps.quotas.core import format_milli
 from apps.quotas.services import team_quota_set
-from apps.telemetry import overview, rightsizing
+from apps.telemetry.selectors import overview, rightsizing
+from apps.telemetry.services.rightsizing import advice_apply
 from apps.web.access import team_or_404
 from apps.web.forms.errors import errors_by_field
 from apps.web.forms.governance import (
@@ -268,7 +269,7 @@ def advice_apply_view(request: HttpRequest) -> HttpResponse:
         messages.error(request, error or "No such team or GPU class.")
         return redirect(f"{reverse('governance-advice')}?days={days}")
     try:
-        result = rightsizing.advice_apply(
+        result = advice_apply(
             actor=user, team=team, gpu_class=gpu_class, days=days, source_ip=client_ip(request)
         )
     except ValidationError as exc:

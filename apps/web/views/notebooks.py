@@ -21,13 +21,14 @@ from django.views.decorators.http import require_GET
 
 from apps.accounts.models import User
 from apps.orchestration import notebook_access as access
-from apps.orchestration.errors import ClusterError, cluster_error_answer
-from apps.orchestration.reads import (
+from apps.orchestration.cluster_reads import (
     NotebookUnavailable,
     notebook_path,
     notebook_token,
     notebook_token_for_ingress,
 )
+from apps.orchestration.errors import ClusterError, cluster_error_answer
+from apps.orchestration.names import stored_name
 from apps.workloads import core
 from apps.workloads.models import Workload
 from apps.workloads.selectors import workload_for_user
@@ -85,8 +86,9 @@ def _enter(request: HttpRequest, workload: Workload, *, target: str = "") -> Htt
         "problem": problem,
         "port_forward": not access.exposed(),
         "namespace": namespace,
-        "service": access.stored_name(workload, "Service", f"wl-{workload.pk}"),
-        "token_secret": access.stored_name(workload, "Secret", f"wl-{workload.pk}-token"),
+        # As stored when they were created (empty before: the notebook is not running).
+        "service": stored_name(workload, "Service"),
+        "token_secret": stored_name(workload, "Secret"),
     }
     return _no_store(render(request, "workloads/open.html", context, status=status))
 

@@ -60,6 +60,7 @@ def preferences(request: HttpRequest) -> HttpResponse:
                 email_events=data["email_events"],
                 webhook_events=data["webhook_events"],
                 portal_events=data["portal_events"],
+                digest_events=data["digest_events"],
                 webhook_url=data["webhook_url"],
                 source_ip=client_ip(request),
             )

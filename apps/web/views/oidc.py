@@ -87,7 +87,9 @@ class CallbackView(OIDCAuthenticationCallbackView):
             )
         else:
             log.warning("OIDC sign-in not completed (no code, no started flow or no user).")
-        return _refused(request, description or error or "The sign-in was not completed.")
+        reason = description or error or "The sign-in was not completed."
+        fix = core.sign_in_failure_fix(error or "", description or "")
+        return _refused(request, f"{reason} {fix}".strip())
 
     def login_success(self) -> HttpResponse:
         super().login_success()

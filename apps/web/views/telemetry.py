@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import csv
 from datetime import date, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib import messages
@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.models import Team, User
 from apps.accounts.selectors import sees_cluster, teams_visible_to
 from apps.budgets.selectors import budget_reports
+from apps.common.spreadsheet import SafeWriter
 from apps.telemetry import selectors
 from apps.telemetry.prom import PrometheusUnavailable, default_client
 from apps.web.access import cluster_view
@@ -187,7 +188,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
     if request.GET.get("format") == "csv" and not error:
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="gpupaas-chargeback-{label}.csv"'
-        writer = csv.writer(response)
+        writer = SafeWriter(response)
         writer.writerow(
             [
                 "month",
@@ -201,7 +202,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
             ]
         )
         for row in rows:
-            team, owner, gpu_class = row.key.split("/", 2)
+            team, owner, gpu_class = row.parts
             writer.writerow(
                 [
                     label,
@@ -215,7 +216,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
                 ]
             )
         return response
-    total = sum((r.cost for r in rows), start=selectors.Decimal(0))
+    total = sum((r.cost for r in rows), start=Decimal(0))
     budgets = budget_reports(list(teams), start)
     return render(
         request,

@@ -13,16 +13,16 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.accounts.models import Membership, User
-from apps.accounts.selectors import teams_visible_to
+from apps.accounts.models import User
+from apps.accounts.selectors import team_ids_led_by, teams_visible_to
 from apps.common.http import client_ip
-from apps.quotas.core import format_milli
 from apps.web.forms.workloads import WorkloadListForm
 from apps.web.params import path_int
 from apps.workloads import core
 from apps.workloads.models import Workload
 from apps.workloads.selectors import WorkloadFilters, WorkloadListing
 from apps.workloads.services import BULK_CANCEL_MAX, workloads_cancel_many
+from apps.workloads.sizing import request_label, sweep_parallelism
 
 PAGE_SIZE = 50
 COLUMNS = (
@@ -39,6 +39,8 @@ COLUMNS = (
     "replicas",
     "created_at",
     "team_id",
+    # A sweep's cap is in its params: what it holds at once.
+    "params",
 )
 
 
@@ -51,11 +53,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
     listing = WorkloadListing(user, filters, COLUMNS)
     paginator: Paginator[dict[str, Any]] = Paginator(listing, PAGE_SIZE)  # type: ignore[arg-type]
     page = paginator.get_page(request.GET.get("page"))
-    led = set(
-        Membership.objects.filter(user=user, role=Membership.Role.LEAD).values_list(
-            "team_id", flat=True
-        )
-    )
+    led = team_ids_led_by(user)
     rows = []
     for row in page.object_list:
         terminal = row["state"] in core.TERMINAL_STATES
@@ -63,7 +61,12 @@ def workload_list(request: HttpRequest) -> HttpResponse:
             {
                 **row,
                 "terminal": terminal,
-                "gpus": format_milli(row["gpu_milli"] * row["replicas"]),
+                "gpu_label": request_label(
+                    row["gpu_milli"],
+                    row["replicas"],
+                    row["gpu_class__name"],
+                    parallelism=sweep_parallelism(row["kind"], row["params"]),
+                ),
                 "may_cancel": not terminal
                 and (user.is_staff or row["owner_id"] == user.pk or row["team_id"] in led),
                 "state_label": core_state_label(row["state"]),

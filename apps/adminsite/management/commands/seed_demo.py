@@ -44,6 +44,16 @@ USERS: list[dict[str, Any]] = [
 
 GPU_CLASSES: list[dict[str, Any]] = [
     {
+        # The real nodes of the development cluster (deploy/kubesim/topologies/realnodes.yaml),
+        # whose pods really run.
+        "name": "L4-24GB",
+        "product_label": "NVIDIA-L4",
+        "memory_mib": 23034,
+        "sharing_mode": "whole",
+        "hourly_cost": Decimal("0.8000"),
+        "capacity_gpus": 6,
+    },
+    {
         "name": "H100-80GB",
         "product_label": "NVIDIA-H100-80GB-HBM3",
         "memory_mib": 81559,
@@ -116,11 +126,17 @@ IMAGES = [
 # team slug → class name → (guaranteed, limit) in milli-GPU
 QUOTAS = {
     "vision": {
+        "L4-24GB": (2000, 4000),
         "H100-80GB": (8000, 16000),
         "A100-80GB-MIG": (4000, 8000),
         "L40S-48GB": (2000, 4000),
     },
-    "nlp": {"H100-80GB": (16000, 24000), "A100-80GB-vGPU": (4000, 8000), "L40S-48GB": (2000, 4000)},
+    "nlp": {
+        "L4-24GB": (2000, 4000),
+        "H100-80GB": (16000, 24000),
+        "A100-80GB-vGPU": (4000, 8000),
+        "L40S-48GB": (2000, 4000),
+    },
 }
 
 

@@ -1,0 +1,89 @@
+"""Nodes being drained for maintenance: the work placed on them is preempted with its grace
+period and returns to the queue; the cycle places nothing new there meanwhile."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.catalog.models import Cluster
+from apps.catalog.selectors import nodes_being_drained as node_maintenance_draining
+from apps.notifications.core import NoticeEvent
+from apps.notifications.services import notify
+from apps.scheduling import handoff, selectors
+from apps.scheduling.services.cycle import _lock_cycle
+from apps.workloads import core as workload_core
+from apps.workloads.models import Workload
+from apps.workloads.selectors import (
+    preemption_grace_seconds,
+)
+from apps.workloads.services import (
+    workload_transition,
+)
+
+log = logging.getLogger(__name__)
+
+
+# --- nodes being drained ---------------------------------------------------------------------
+
+
+def _on_node(workload: Workload, cluster: Cluster, node: str) -> bool:
+    placement = selectors.placement_from_json(workload.placement)
+    if placement is None:
+        return False
+    same_cluster = workload.cluster_id == cluster.pk or placement.cluster == cluster.name
+    return same_cluster and any(r.node == node for r in placement.replicas)
+
+
+def node_drain_pass(*, now: datetime | None = None) -> tuple[int, ...]:
+    """Move the work off every node in an open maintenance window that drains: each workload
+    placed there is preempted with its class's grace period (the pod's
+    terminationGracePeriodSeconds) and a notice to its owner, then goes back to the queue,
+    whatever it chose for preemption; the scheduler places nothing new there meanwhile.
+    Returns the ids moved."""
+    moment = now or timezone.now()
+    graces = preemption_grace_seconds()
+    moved: list[int] = []
+    with transaction.atomic():
+        _lock_cycle()  # never between a cycle's snapshot and its decisions
+        windows = list(node_maintenance_draining(now=moment))
+        if not windows:
+            return ()
+        active = Workload.objects.units().filter(state__in=workload_core.ACTIVE_STATES)
+        for workload in active.select_related("team", "owner").order_by("id"):
+            window = next(
+                (w for w in windows if _on_node(workload, w.node.cluster, w.node.name)), None
+            )
+            if window is None:
+                continue
+            grace = graces.get(workload.priority_class, 0)
+            reason = (
+                f"{selectors.DRAIN_PREFIX} {window.node.name} is drained for maintenance "
+                f"until {window.ends_at:%Y-%m-%d %H:%M} UTC ({window.reason}). It has {grace} s "
+                "to save a checkpoint, then returns to the queue and starts on another node."
+            )
+            if not workload_transition(
+                workload=workload,
+                to_state=workload_core.PREEMPTED,
+                reason=reason[:500],
+                extra={"preempted_at": moment, "borrowed": False},
+            ):
+                continue
+            moved.append(workload.pk)
+            notify(
+                event=NoticeEvent.NODE_DRAIN,
+                users=[workload.owner],
+                title=f"{workload.get_kind_display()} {workload.name} moves off {window.node.name}",
+                body=reason,
+                key=f"node-drain-{window.pk}-{workload.pk}",
+                link=f"/workloads/{workload.pk}/",
+                team=workload.team,
+            )
+        if moved:
+            decisions = handoff.Decisions(admitted_ids=(), preempted_ids=tuple(moved))
+            transaction.on_commit(lambda: handoff.decisions_hand_off(decisions))
+            log.info("node drain: %d workloads moved off nodes in maintenance", len(moved))
+    return tuple(moved)

@@ -1,0 +1,93 @@
+"""With PostgreSQL down, each request hung 10 s and then said "Every database connection was
+in use", which names the wrong cause. Now a request fails within seconds (libpq's
+connect_timeout) with "the database cannot be reached": a 503 page in the portal, a 503 in the
+API's error shape. Tried against a closed port and against one that accepts and never answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+REQUESTS = """
+import json, time
+import django
+django.setup()
+from django.test import Client
+client = Client(raise_request_exception=False)
+client.cookies["sessionid"] = "x" * 32  # a session to load: the portal asks the database
+out = {}
+client.get("/api/v1/")  # the first request imports the URL configuration: not timed
+for name, path, headers in [
+    ("api", "/api/v1/me/", {"HTTP_AUTHORIZATION": "Bearer gpp_12345678_secret"}),
+    ("portal", "/workloads/", {}),
+]:
+    start = time.monotonic()
+    response = client.get(path, **headers)
+    out[name] = {
+        "status": response.status_code,
+        "type": response.get("Content-Type", ""),
+        "body": response.content.decode()[:2000],
+        "seconds": time.monotonic() - start,
+        "retry_after": response.get("Retry-After"),
+    }
+print(json.dumps(out))
+"""
+
+
+def _run(port: int) -> dict[str, dict[str, object]]:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "gpupaas.settings.test",
+        "DATABASE_URL": f"postgres://gpupaas:gpupaas@127.0.0.1:{port}/gpupaas",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", REQUESTS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, dict[str, object]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _assert_says_unreachable(result: dict[str, dict[str, object]], *, within: float) -> None:
+    api, portal = result["api"], result["portal"]
+    assert api["status"] == 503, api
+    body = json.loads(str(api["body"]))
+    assert body["code"] == "database_unreachable"
+    assert "database cannot be reached" in body["message"]
+    assert portal["status"] == 503, portal
+    assert "database cannot be reached" in str(portal["body"])
+    assert "connection was in use" not in str(portal["body"])
+    assert api["retry_after"] and portal["retry_after"]
+    for answer in (api, portal):
+        assert float(str(answer["seconds"])) < within, answer
+
+
+@pytest.mark.parametrize("reason", ["closed port"])
+def test_database_down_is_named_as_such_quickly_on_a_closed_port(reason: str) -> None:
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    _assert_says_unreachable(_run(port), within=2.0)
+
+
+def test_database_that_accepts_and_never_answers_fails_within_seconds() -> None:
+    silent = socket.create_server(("127.0.0.1", 0), backlog=64)
+    try:
+        # connect_timeout=2 per attempt; sslmode=prefer makes a second attempt without TLS.
+        _assert_says_unreachable(_run(silent.getsockname()[1]), within=5.0)
+    finally:
+        silent.close()

@@ -1,0 +1,161 @@
+"""The proxy's authorisation of endpoint calls, on plain requests: an unknown endpoint looks
+exactly like a wrong key, guessing keys is throttled per address and per endpoint (429 with
+Retry-After after ENDPOINT_KEY_GUESSES), and a "yes" remembered for GATEWAY_AUTH_CACHE_SECONDS
+stops within that time once the key is revoked or the person leaves the team."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from apps.accounts.models import Membership
+from apps.serving.access import endpoint_key_create, endpoint_key_revoke
+from apps.serving.models import EndpointKey
+from apps.workloads import core
+from apps.workloads.models import Workload
+from tests.factories import WorkloadFactory
+from tests.plugins.cast import Cast
+
+pytestmark = pytest.mark.django_db
+
+
+def endpoint(cast: Cast) -> Workload:
+    workload: Workload = WorkloadFactory.create(
+        kind=core.KIND_INFERENCE,
+        owner=cast.lead,
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        image=cast.image,
+        state=core.RUNNING,
+        priority_class=Workload.Priority.PRODUCTION,
+    )
+    return workload
+
+
+def key_for(cast: Cast, workload: Workload) -> str:
+    return endpoint_key_create(actor=cast.lead, workload=workload, name="app").plaintext
+
+
+def call(path: str, *, key: str = "", address: str = "192.0.2.10", **extra: Any) -> Any:
+    if key:
+        extra["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    return Client(REMOTE_ADDR=address).get(path, **extra)
+
+
+def test_an_unknown_endpoint_is_answered_as_a_wrong_key_is(cast: Cast) -> None:
+    workload = endpoint(cast)
+    key = key_for(cast, workload)
+    for presented in (key, "gpe_0000_wrong"):
+        unknown = call("/endpoints/auth/999999/", key=presented)
+        wrong = call(f"/endpoints/auth/{workload.pk}/", key="gpe_0000_wrong")
+        assert unknown.status_code == wrong.status_code == 401
+        assert unknown.content == wrong.content
+        assert unknown["WWW-Authenticate"] == wrong["WWW-Authenticate"]
+    # Without a key, and signed in as someone who may not call it: the same answers too.
+    assert (
+        call("/endpoints/auth/999999/").content == call(f"/endpoints/auth/{workload.pk}/").content
+    )
+    outsider = Client()
+    outsider.force_login(cast.outsider)
+    unknown, known = (outsider.get(f"/endpoints/auth/{pk}/") for pk in (999999, workload.pk))
+    assert (unknown.status_code, unknown.content) == (known.status_code, known.content)
+    assert known.status_code == 403
+
+
+def test_wrong_keys_from_one_address_are_throttled_with_retry_after(
+    cast: Cast, settings: Any
+) -> None:
+    settings.ENDPOINT_KEY_GUESSES = 3
+    settings.ENDPOINT_KEY_GUESS_WINDOW_SECONDS = 60
+    workload = endpoint(cast)
+    key = key_for(cast, workload)
+    path = f"/endpoints/auth/{workload.pk}/"
+    statuses = [call(path, key=f"gpe_0000_guess{i}").status_code for i in range(3)]
+    assert statuses == [401, 401, 401]
+    refused = call(path, key="gpe_0000_guess3")
+    assert refused.status_code == 429
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    # That address is refused whatever it presents now, a valid key and another endpoint too.
+    assert call(path, key=key).status_code == 429
+    assert call("/endpoints/auth/999999/", key="gpe_0000_x").status_code == 429
+    # Another address still gets in with the key.
+    assert call(path, key=key, address="192.0.2.99").status_code == 200
+
+
+def test_wrong_keys_for_one_endpoint_are_throttled_but_its_keys_still_open_it(
+    cast: Cast, settings: Any
+) -> None:
+    settings.ENDPOINT_KEY_GUESSES = 3
+    workload = endpoint(cast)
+    key = key_for(cast, workload)
+    path = f"/endpoints/auth/{workload.pk}/"
+    # Guesses from many addresses (one each): the endpoint's count runs out.
+    statuses = [
+        call(path, key=f"gpe_0000_g{i}", address=f"198.51.100.{i}").status_code for i in range(4)
+    ]
+    assert statuses == [401, 401, 401, 429]
+    assert call(path, key="gpe_0000_more", address="198.51.100.50").status_code == 429
+    # Someone else's guessing never locks the endpoint's callers out.
+    assert call(path, key=key, address="198.51.100.60").status_code == 200
+    # Another endpoint's count is its own.
+    other = endpoint(cast)
+    assert (
+        call(f"/endpoints/auth/{other.pk}/", key="gpe_0000_g", address="198.51.100.61").status_code
+        == 401
+    )
+
+
+def test_a_revoked_key_stops_within_the_cache_time(
+    cast: Cast, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.GATEWAY_AUTH_CACHE_SECONDS = 5
+    clock = [1000.0]
+    monkeypatch.setattr("apps.common.ttlcache.time.monotonic", lambda: clock[0])
+    workload = endpoint(cast)
+    key = key_for(cast, workload)
+    path = f"/endpoints/auth/{workload.pk}/"
+    assert call(path, key=key).status_code == 200
+    # Revoked by another web process (this one's memory is not told): remembered a while...
+    EndpointKey.objects.filter(endpoint_id=workload.pk).update(revoked_at=timezone.now())
+    clock[0] += 4.9
+    assert call(path, key=key).status_code == 200
+    # ... and no longer than GATEWAY_AUTH_CACHE_SECONDS.
+    clock[0] += 0.2
+    assert call(path, key=key).status_code == 401
+
+
+def test_a_key_revoked_here_stops_at_once(cast: Cast, settings: Any) -> None:
+    settings.GATEWAY_AUTH_CACHE_SECONDS = 60
+    workload = endpoint(cast)
+    key = key_for(cast, workload)
+    path = f"/endpoints/auth/{workload.pk}/"
+    assert call(path, key=key).status_code == 200
+    stored = EndpointKey.objects.get(endpoint_id=workload.pk)
+    assert endpoint_key_revoke(actor=cast.lead, workload=workload, key_id=stored.pk)
+    assert call(path, key=key).status_code == 401
+
+
+def test_a_member_who_leaves_stops_within_the_cache_time_and_a_signed_out_one_at_once(
+    cast: Cast, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.GATEWAY_AUTH_CACHE_SECONDS = 5
+    clock = [1000.0]
+    monkeypatch.setattr("apps.common.ttlcache.time.monotonic", lambda: clock[0])
+    workload = endpoint(cast)
+    path = f"/endpoints/auth/{workload.pk}/"
+    member = Client()
+    member.force_login(cast.teammate)
+    assert member.get(path).status_code == 200
+    Membership.objects.filter(user=cast.teammate, team=cast.team).delete()
+    assert member.get(path).status_code == 200  # remembered
+    clock[0] += 5.1
+    assert member.get(path).status_code == 403
+    # An ended session is no session: refused at once, whatever was remembered.
+    lead = Client()
+    lead.force_login(cast.lead)
+    assert lead.get(path).status_code == 200
+    lead.logout()
+    assert lead.get(path).status_code == 401
