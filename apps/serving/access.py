@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.cache import caches
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -17,7 +18,6 @@ from apps.accounts.models import User
 from apps.accounts.selectors import team_role
 from apps.audit.services import audit_record
 from apps.common.ratelimit import Decision, failures_per_window, rate_limiter
-from apps.common.ttlcache import TtlCache
 from apps.serving import keys
 from apps.serving.models import EndpointKey
 from apps.serving.selectors import endpoint_key_matches
@@ -124,8 +124,28 @@ NOT_A_MEMBER = CallVerdict(403, "Only members of the endpoint's team may call it
 _GUESS_BY_ADDRESS = "endpoint-key-address"
 _GUESS_BY_ENDPOINT = "endpoint-key-endpoint"
 
-# Recent "yes" answers of this process: (endpoint id, key digest or user id) -> verdict.
-_recent: TtlCache[CallVerdict] = TtlCache()
+# Recent "yes" answers, per key digest or person, in the process's own memory (the
+# "gateway-auth" cache, a LocMemCache: a hit costs no round trip, which is the point; each web
+# process keeps its own, and an entry lives GATEWAY_AUTH_CACHE_SECONDS, so whatever is revoked
+# elsewhere stops within that time everywhere).
+AUTH_CACHE = "gateway-auth"
+
+
+def _remembered(key: str) -> CallVerdict | None:
+    return caches[AUTH_CACHE].get(key)
+
+
+def _remember(key: str, verdict: CallVerdict) -> None:
+    if verdict.status == 200 and not verdict.waking and settings.GATEWAY_AUTH_CACHE_SECONDS > 0:
+        caches[AUTH_CACHE].set(key, verdict, settings.GATEWAY_AUTH_CACHE_SECONDS)
+
+
+def _by_key(endpoint_id: int, digest: str) -> str:
+    return f"endpoint:{endpoint_id}:key:{digest}"
+
+
+def _by_user(endpoint_id: int, user_id: int) -> str:
+    return f"endpoint:{endpoint_id}:user:{user_id}"
 
 
 def _guess_rule() -> RateLimitItem:
@@ -159,7 +179,7 @@ def _key_verdict(endpoint_id: int, presented: str, source_ip: str | None) -> Cal
     if not refused.allowed:
         return _throttled(refused)
     digest = keys.endpoint_key_digest(presented)
-    cached = _recent.get((endpoint_id, digest))
+    cached = _remembered(_by_key(endpoint_id, digest))
     if cached is not None:
         return cached
     workload = _live_endpoint(endpoint_id)
@@ -177,8 +197,7 @@ def _key_verdict(endpoint_id: int, presented: str, source_ip: str | None) -> Cal
         return WRONG_KEY
     _key_used(key)
     verdict = _state_verdict(workload)
-    if verdict.status == 200 and not verdict.waking:
-        _recent.put((endpoint_id, digest), verdict, settings.GATEWAY_AUTH_CACHE_SECONDS)
+    _remember(_by_key(endpoint_id, digest), verdict)
     return verdict
 
 
@@ -194,7 +213,7 @@ def _state_verdict(workload: Workload) -> CallVerdict:
 def endpoint_key_forget(key: EndpointKey) -> None:
     """Drop this process's remembered "yes" for a key (the others forget it within
     GATEWAY_AUTH_CACHE_SECONDS)."""
-    _recent.discard((key.endpoint_id, key.digest))
+    caches[AUTH_CACHE].delete(_by_key(key.endpoint_id, key.digest))
 
 
 def endpoint_call_authorise(
@@ -218,7 +237,7 @@ def endpoint_call_authorise(
         return _key_verdict(endpoint_id, presented, source_ip)
     if user is None or not user.is_authenticated:
         return NO_KEY
-    cached = _recent.get((endpoint_id, "user", user.pk))
+    cached = _remembered(_by_user(endpoint_id, user.pk))
     if cached is not None:
         return cached
     workload = _live_endpoint(endpoint_id)
@@ -227,6 +246,5 @@ def endpoint_call_authorise(
     if not (user.is_staff or team_role(user, workload.team_id) is not None):
         return NOT_A_MEMBER
     verdict = _state_verdict(workload)
-    if verdict.status == 200 and not verdict.waking:
-        _recent.put((endpoint_id, "user", user.pk), verdict, settings.GATEWAY_AUTH_CACHE_SECONDS)
+    _remember(_by_user(endpoint_id, user.pk), verdict)
     return verdict

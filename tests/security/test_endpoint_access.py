@@ -5,14 +5,16 @@ stops within that time once the key is revoked or the person leaves the team."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from django.core.cache import caches
 from django.test import Client
 from django.utils import timezone
 
 from apps.accounts.models import Membership
-from apps.serving.access import endpoint_key_create, endpoint_key_revoke
+from apps.serving.access import AUTH_CACHE, endpoint_key_create, endpoint_key_revoke
 from apps.serving.models import EndpointKey
 from apps.workloads import core
 from apps.workloads.models import Workload
@@ -20,6 +22,17 @@ from tests.factories import WorkloadFactory
 from tests.plugins.cast import Cast
 
 pytestmark = pytest.mark.django_db
+
+
+def cache_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The clock of Django's in-memory caches (when an entry was set, whether it expired), for
+    this test only: ``clock[0]`` is the time it reads."""
+    clock = [1000.0]
+    fake = SimpleNamespace(time=lambda: clock[0])
+    monkeypatch.setattr("django.core.cache.backends.base.time", fake)
+    monkeypatch.setattr("django.core.cache.backends.locmem.time", fake)
+    caches[AUTH_CACHE].clear()
+    return clock
 
 
 def endpoint(cast: Cast) -> Workload:
@@ -112,8 +125,7 @@ def test_a_revoked_key_stops_within_the_cache_time(
     cast: Cast, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.GATEWAY_AUTH_CACHE_SECONDS = 5
-    clock = [1000.0]
-    monkeypatch.setattr("apps.common.ttlcache.time.monotonic", lambda: clock[0])
+    clock = cache_clock(monkeypatch)
     workload = endpoint(cast)
     key = key_for(cast, workload)
     path = f"/endpoints/auth/{workload.pk}/"
@@ -142,8 +154,7 @@ def test_a_member_who_leaves_stops_within_the_cache_time_and_a_signed_out_one_at
     cast: Cast, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.GATEWAY_AUTH_CACHE_SECONDS = 5
-    clock = [1000.0]
-    monkeypatch.setattr("apps.common.ttlcache.time.monotonic", lambda: clock[0])
+    clock = cache_clock(monkeypatch)
     workload = endpoint(cast)
     path = f"/endpoints/auth/{workload.pk}/"
     member = Client()

@@ -145,7 +145,15 @@ CONTENT_SECURITY_POLICY: dict[str, Any] = {
     },
 }
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # The proxy's recent "yes" per key or person (apps.serving.access), per web process.
+    "gateway-auth": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "gateway-auth",
+        "OPTIONS": {"MAX_ENTRIES": 10_000},
+    },
+}
 
 LOGGING = {
     "version": 1,
