@@ -45,6 +45,9 @@ class GpuClass(models.Model):
         max_length=16,
         choices=Allocation.choices,
         default=Allocation.DEVICE_PLUGIN,
+        # Also the column's own default: rows written by code that predates the field (older
+        # processes during a rolling upgrade, historical models in data migrations) get it.
+        db_default=Allocation.DEVICE_PLUGIN,
         help_text="How pods get these GPUs: nvidia.com/* extended resources of the device "
         "plugin, or ResourceClaims on the devices NVIDIA's DRA driver publishes "
         "(gpu.nvidia.com). Switching keeps running work as it is; new work gets the new way.",

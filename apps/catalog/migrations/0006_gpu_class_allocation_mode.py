@@ -18,6 +18,7 @@ class Migration(migrations.Migration):
                     ("dra", "Dynamic Resource Allocation (ResourceClaims)"),
                 ],
                 default="device_plugin",
+                db_default="device_plugin",
                 help_text=(
                     "How pods get these GPUs: nvidia.com/* extended resources of the device "
                     "plugin, or ResourceClaims on the devices NVIDIA's DRA driver publishes "
