@@ -124,3 +124,78 @@ def test_preempted_training_job_requeues_and_resumes_from_the_same_checkpoint(
     assert again_env["GPUPAAS_OUTPUT_DIR"] == first_env["GPUPAAS_OUTPUT_DIR"]
     assert again_env["GPUPAAS_CHECKPOINT_DIR"].startswith("/team/checkpoints/")
     assert again.spec.termination_grace_period_seconds == GRACE
+
+
+def test_the_workload_preempted_for_starts_only_once_the_cluster_released_the_gpus(
+    team: Team,  # noqa: F811 - the fixture
+    cluster: Cluster,  # noqa: F811 - the fixture
+    core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
+    settings: Any,
+) -> None:
+    """Admission never runs ahead of the cluster: the beneficiary of a preemption is admitted at
+    once, but its pods are created only when the victim's pods are gone and the namespace's
+    ResourceQuota (which counts a pod until it is gone) shows room, so the cluster never
+    refuses them ("exceeded quota")."""
+    settings.SCHEDULING_MIN_RUNTIME_TRAINING_SECONDS = 0
+    settings.SCHEDULING_PREEMPTION_GRACE_SECONDS = GRACE
+    h100 = GpuClassFactory()
+    TeamQuota.objects.filter(team=team, gpu_class=h100).update(
+        guaranteed_milli=1000, limit_milli=1000
+    )
+    services.team_namespace_ensure(team=team)  # the ResourceQuota now says one GPU too
+
+    def quota_hard() -> dict[str, str]:
+        quota = core_api.read_namespaced_resource_quota(m.QUOTA_NAME, team.namespace)
+        return dict((quota.status and quota.status.hard) or {})
+
+    wait_for(lambda: quota_hard().get("requests.nvidia.com/gpu") == "1", timeout=20)
+    services.cluster_inventory_sync(cluster=cluster)
+    member, lead = UserFactory(), UserFactory()
+    team.memberships.create(user=member)
+    team.memberships.create(user=lead, role=Membership.Role.LEAD)
+    image = ImageFactory()
+
+    def submit(actor: Any, name: str, priority: str, runs: str) -> Workload:
+        return workload_submit(
+            actor=actor,
+            team=team,
+            gpu_class=h100,
+            image=image,
+            request=WorkloadRequest.of(
+                kind="training",
+                name=name,
+                gpu_milli=1000,
+                priority_class=priority,
+                command=["python", "train.py"],
+                params={"pod_annotations": {"kubesim.io/run-duration": runs}},
+            ),
+        )
+
+    victim = submit(member, "long-run", wl.PRIORITY_TRAINING, "10m")
+    scheduling_cycle_run()
+    services.workload_reconcile(workload_id=victim.pk)
+    run_until(victim, cluster, wl.RUNNING)
+
+    urgent = submit(lead, "hotfix", wl.PRIORITY_PRODUCTION, "2s")
+    run = scheduling_cycle_run()
+    assert run.preempted == (victim.pk,) and run.admitted == (urgent.pk,)
+    urgent.refresh_from_db()
+    assert urgent.placement.get("waits_for") == [victim.pk]
+    # The victim's pod still holds the GPU: nothing of the beneficiary is created yet.
+    assert services.workload_reconcile(workload_id=urgent.pk) == "waiting"
+    urgent.refresh_from_db()
+    assert urgent.k8s_objects == [] and not pods_of(core_api, urgent)
+    assert urgent.last_reason.startswith("Admitted; waiting for 1 pod(s) of the 1 workload(s)")
+
+    services.workload_reconcile(workload_id=victim.pk)  # its objects go
+    # Then created as soon as the cluster shows the GPU free (the quota may lag a moment).
+    assert wait_for(
+        lambda: services.workload_reconcile(workload_id=urgent.pk) == "ensured", timeout=30
+    )
+    run_until(urgent, cluster, wl.SUCCEEDED)
+    refused = [
+        e.message
+        for e in core_api.list_namespaced_event(team.namespace).items
+        if e.reason == "FailedCreate" or "exceeded quota" in (e.message or "")
+    ]
+    assert refused == []
