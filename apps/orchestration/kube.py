@@ -369,8 +369,12 @@ class Kube:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Objects of a kind as plain dicts (the API server's JSON), in one list call."""
-        res = self.resource(api_version, kind)
+        """Objects of a kind as plain dicts (the API server's JSON), in one list call; none of
+        a kind the server does not serve."""
+        try:
+            res = self.resource(api_version, kind)
+        except ResourceNotFoundError:
+            return []
         selectors = {
             key: value
             for key, value in (

@@ -59,6 +59,9 @@ WORKLOAD_KINDS = (
     ("networking.k8s.io/v1", "Ingress"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
     ("v1", "Secret"),
+    # A class allocated through DRA: the claim template its pods name (their claims go with
+    # the pods). Listed as nothing on a cluster that does not serve resource.k8s.io/v1.
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"),
 )
 
 
@@ -68,8 +71,8 @@ API_VERSIONS = {kind: version for version, kind in WORKLOAD_KINDS}
 # What a workload of each kind may own (manifests.workload_manifests), swept by label when its
 # objects are deleted; a kind not named here may own any of WORKLOAD_KINDS.
 OWNED_KINDS = {
-    wl.KIND_TRAINING: {"Job", "Service", "NetworkPolicy"},
-    wl.KIND_SWEEP: {"Job"},
+    wl.KIND_TRAINING: {"Job", "Service", "NetworkPolicy", "ResourceClaimTemplate"},
+    wl.KIND_SWEEP: {"Job", "ResourceClaimTemplate"},
 }
 
 

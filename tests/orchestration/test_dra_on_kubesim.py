@@ -1,0 +1,199 @@
+"""GPUs through Dynamic Resource Allocation on the simulated cluster, through the real path.
+
+kubesim's fake GPU nodes publish ResourceSlices the way NVIDIA's DRA driver does
+(:mod:`deploy.devtools.dra`); a class an admin set to DRA gives each pod of its workloads a
+ResourceClaim made from the workload's ResourceClaimTemplate, pinned to the GPUs the portal's
+scheduler placed. The upstream scheduler then allocates exactly those devices: for a whole GPU,
+for two, for a time-sliced GPU's share and for a MIG partition. The template goes with the
+workload's other objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from apps.accounts.models import Team
+from apps.catalog.models import Cluster, GpuClass
+from apps.orchestration import manifests as m
+from apps.orchestration import services
+from apps.orchestration.manifests.claims import POD_CLAIM
+from apps.quotas.models import TeamQuota
+from apps.scheduling.services import scheduling_cycle_run
+from apps.workloads import core as wl
+from apps.workloads.models import Workload
+from apps.workloads.request import WorkloadRequest
+from apps.workloads.services import workload_cancel, workload_submit
+from deploy.devtools import dra
+from tests.factories import GpuClassFactory, ImageFactory, UserFactory
+from tests.orchestration.test_on_kubesim import cluster, core_api, team  # noqa: F401 - fixtures
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
+GROUP, VERSION = "resource.k8s.io", "v1"
+
+
+@pytest.fixture
+def custom(kube_api_client: Any) -> k8s.CustomObjectsApi:
+    """The cluster with the DRA driver's DeviceClasses and ResourceSlices published."""
+    assert dra.publish(kube_api_client) > 0
+    return k8s.CustomObjectsApi(kube_api_client)
+
+
+def device_uuids(custom: k8s.CustomObjectsApi) -> dict[tuple[str, str], str]:
+    """(pool, device) -> the UUID attribute of every published device."""
+    slices = custom.list_cluster_custom_object(GROUP, VERSION, "resourceslices")["items"]
+    return {
+        (s["spec"]["pool"]["name"], d["name"]): d["attributes"]["uuid"]["string"]
+        for s in slices
+        for d in s["spec"].get("devices") or []
+        if "uuid" in (d.get("attributes") or {})
+    }
+
+
+def dra_class(name: str, **fields: Any) -> GpuClass:
+    gpu_class = GpuClassFactory(name=name, **fields)
+    GpuClass.objects.filter(pk=gpu_class.pk).update(allocation_mode=GpuClass.Allocation.DRA)
+    gpu_class.refresh_from_db()
+    return gpu_class
+
+
+def run(team: Team, cluster: Cluster, gpu_class: GpuClass, gpu_milli: int) -> Workload:  # noqa: F811
+    TeamQuota.objects.update_or_create(
+        team=team, gpu_class=gpu_class, defaults={"guaranteed_milli": 8000, "limit_milli": 8000}
+    )
+    services.cluster_inventory_sync(cluster=cluster)
+    owner = UserFactory()
+    team.memberships.create(user=owner)
+    workload = workload_submit(
+        actor=owner,
+        team=team,
+        gpu_class=gpu_class,
+        image=ImageFactory(),
+        request=WorkloadRequest.of(
+            kind="training",
+            name=f"dra-{gpu_class.name.lower()}",
+            gpu_milli=gpu_milli,
+            command=["python", "train.py"],
+            params={"pod_annotations": {"kubesim.io/run-duration": "10m"}},
+        ),
+    )
+    scheduling_cycle_run()
+    workload.refresh_from_db()
+    assert workload.state == wl.ADMITTED, workload.last_reason
+    assert workload.placement["allocation"] == GpuClass.Allocation.DRA
+    assert services.workload_reconcile(workload_id=workload.pk) == "ensured"
+
+    def running() -> bool:
+        services.status_sync_pass(cluster=cluster)
+        workload.refresh_from_db()
+        return workload.state == wl.RUNNING
+
+    wait_for(running, timeout=40)
+    return workload
+
+
+def allocated(
+    custom: k8s.CustomObjectsApi, api: k8s.CoreV1Api, workload: Workload
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The workload's one pod and what the upstream scheduler allocated to its claim."""
+    selector = f"{m.LABEL_WORKLOAD}={workload.pk}"
+    (pod,) = api.list_namespaced_pod(workload.team.namespace, label_selector=selector).items
+    (claim_ref,) = pod.status.resource_claim_statuses or []
+    claim = custom.get_namespaced_custom_object(
+        GROUP, VERSION, workload.team.namespace, "resourceclaims", claim_ref.resource_claim_name
+    )
+    return pod, claim["status"]["allocation"]["devices"]["results"]
+
+
+def placed(workload: Workload) -> tuple[str, list[str]]:
+    (replica,) = workload.placement["replicas"]
+    return replica["node"], list(replica["gpu_uuids"])
+
+
+def test_whole_gpus_are_the_devices_the_scheduler_placed(
+    team: Team,  # noqa: F811 - the fixture
+    cluster: Cluster,  # noqa: F811 - the fixture
+    core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    workload = run(team, cluster, dra_class("H100-80GB"), 2000)
+    pod, results = allocated(custom, core_api, workload)
+    node, uuids = placed(workload)
+    assert pod.spec.node_name == node
+    # No extended resource beside the claim: the GPUs come from DRA alone.
+    limits = pod.spec.containers[0].resources.limits or {}
+    assert not any(k.startswith("nvidia.com/") for k in limits)
+    assert [c.name for c in pod.spec.containers[0].resources.claims or []] == [POD_CLAIM]
+    by_uuid = device_uuids(custom)
+    assert {r["pool"] for r in results} == {node}
+    assert sorted(by_uuid[(r["pool"], r["device"])] for r in results) == sorted(uuids)
+    assert len(uuids) == 2
+
+    # Ended: the claim template goes with the Job (and the claims with the pods).
+    assert any(r["kind"] == "ResourceClaimTemplate" for r in workload.k8s_objects)
+    workload_cancel(actor=workload.owner, workload=workload)
+    services.workload_reconcile(workload_id=workload.pk)
+    left = custom.list_namespaced_custom_object(
+        GROUP, VERSION, team.namespace, "resourceclaimtemplates"
+    )["items"]
+    assert left == []
+
+
+def test_a_time_sliced_share_is_capacity_of_the_placed_gpu(
+    team: Team,  # noqa: F811 - the fixture
+    cluster: Cluster,  # noqa: F811 - the fixture
+    core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    shared = dra_class(
+        "L40S-TS",
+        product_label="NVIDIA-L40S",
+        memory_mib=46068,
+        sharing_mode="timeslice",
+        timeslice_replicas=4,
+    )
+    workload = run(team, cluster, shared, 500)  # two of the GPU's four slices
+    _, results = allocated(custom, core_api, workload)
+    node, uuids = placed(workload)
+    (result,) = results
+    assert device_uuids(custom)[(result["pool"], result["device"])] == uuids[0]
+    assert result["pool"] == node
+    # Half of the GPU's memory, as the slices' capacity (the scheduler hands out no more).
+    consumed = result.get("consumedCapacity") or {}
+    assert consumed, result
+    (amount,) = consumed.values()
+    assert amount == f"{2 * (46068 // 4)}Mi"
+
+
+def test_a_mig_partition_is_a_device_of_the_placed_profile_on_the_placed_gpu(
+    team: Team,  # noqa: F811 - the fixture
+    cluster: Cluster,  # noqa: F811 - the fixture
+    core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    mig = dra_class(
+        "A100-MIG",
+        product_label="NVIDIA-A100-SXM4-80GB",
+        memory_mib=81920,
+        sharing_mode="mig",
+        mig_profiles=["1g.10gb", "2g.20gb", "3g.40gb"],
+    )
+    workload = run(team, cluster, mig, 250)
+    _, results = allocated(custom, core_api, workload)
+    (replica,) = workload.placement["replicas"]
+    (result,) = results
+    slices = custom.list_cluster_custom_object(GROUP, VERSION, "resourceslices")["items"]
+    device = next(
+        d
+        for s in slices
+        if s["spec"]["pool"]["name"] == result["pool"]
+        for d in s["spec"].get("devices") or []
+        if d["name"] == result["device"]
+    )
+    assert result["pool"] == replica["node"]
+    assert device["attributes"]["type"]["string"] == "mig"
+    assert device["attributes"]["profile"]["string"] == replica["mig_profile"]
+    assert device["attributes"]["parentUUID"]["string"] in replica["gpu_uuids"]
