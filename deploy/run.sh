@@ -69,10 +69,17 @@ if [ "${KUBESIM:-1}" = 1 ]; then
       log "starting the simulated cluster in the background (first run builds it, ~12 min on 2 cores;"
       log "  its progress follows here and in var/log/kubesim.log)"
     fi
+    rm -f "$VAR/kubesim/READY"
     "$PY" -m deploy.devtools.kubesim up --data-dir "$VAR/kubesim" "${real[@]}" \
       > "$VAR/log/kubesim.log" 2>&1 &
     kubesim_pid=$!
     pids+=("$kubesim_pid")
+    # NVIDIA's DRA driver's part on the simulated GPU nodes (its DeviceClasses and
+    # ResourceSlices), once the cluster is READY: GPU classes set to DRA find their devices.
+    (while [ ! -f "$VAR/kubesim/READY" ]; do sleep 2; done
+     "$PY" -m deploy.devtools.dra --kubeconfig "$kubeconfig" --wait 120) \
+      > "$VAR/log/dra.log" 2>&1 &
+    pids+=($!)
     # The builds' progress, the images and the start reach the terminal too, until the cluster
     # is READY (or stops).
     (tail --pid="$kubesim_pid" -n +1 -F "$VAR/log/kubesim.log" 2>/dev/null \

@@ -35,6 +35,7 @@ import json
 import math
 import re
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -270,15 +271,29 @@ def publish(api_client: Any) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy.devtools.dra", description=__doc__)
     parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        help="seconds to wait for the cluster (its kubeconfig and API server) to come up",
+    )
     args = parser.parse_args(argv)
     from kubernetes import config
 
-    api_client = config.new_client_from_config(config_file=args.kubeconfig)
-    try:
-        print(f"dra: {publish(api_client)} devices published")
-    finally:
-        api_client.close()
-    return 0
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            api_client = config.new_client_from_config(config_file=args.kubeconfig)
+            try:
+                print(f"dra: {publish(api_client)} devices published", flush=True)
+            finally:
+                api_client.close()
+            return 0
+        except Exception as exc:
+            if time.monotonic() > deadline:
+                print(f"dra: could not publish: {exc}", file=sys.stderr)
+                return 1
+            time.sleep(2)
 
 
 if __name__ == "__main__":

@@ -432,7 +432,7 @@ def start(
             except ValueError:
                 info = None
             if info is not None:
-                return Kubesim(
+                cluster = Kubesim(
                     process=process,
                     data_dir=data,
                     kubeconfig=Path(info["kubeconfig"]),
@@ -442,6 +442,8 @@ def start(
                     ready_seconds=float(info.get("ready_seconds", 0.0)),
                     real=info.get("real"),
                 )
+                _publish_dra(cluster)
+                return cluster
         code = process.poll()
         if code is not None:
             raise KubesimError(
@@ -456,6 +458,23 @@ def start(
                 process.wait()
             raise KubesimError(f"kubesim not READY after {timeout:.0f}s\n{_logs_tail(data)}")
         time.sleep(0.2)
+
+
+def _publish_dra(cluster: Kubesim) -> None:
+    """The DRA driver's part on the fake GPU nodes: its DeviceClasses and ResourceSlices
+    (:mod:`deploy.devtools.dra`), so that a class allocated through DRA finds its devices."""
+    from kubernetes import config
+
+    from deploy.devtools import dra
+
+    api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    try:
+        dra.publish(api_client)
+    except Exception as exc:
+        cluster.stop()
+        raise KubesimError(f"publishing the DRA ResourceSlices failed: {exc}") from exc
+    finally:
+        api_client.close()
 
 
 def real_nodes_unavailable() -> str | None:

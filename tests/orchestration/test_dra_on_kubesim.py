@@ -37,9 +37,14 @@ GROUP, VERSION = "resource.k8s.io", "v1"
 
 @pytest.fixture
 def custom(kube_api_client: Any) -> k8s.CustomObjectsApi:
-    """The cluster with the DRA driver's DeviceClasses and ResourceSlices published."""
-    assert dra.publish(kube_api_client) > 0
-    return k8s.CustomObjectsApi(kube_api_client)
+    """The cluster as started: the DRA driver's DeviceClasses and every fake GPU node's
+    ResourceSlices are published with it."""
+    api = k8s.CustomObjectsApi(kube_api_client)
+    classes = api.list_cluster_custom_object(GROUP, VERSION, "deviceclasses")["items"]
+    assert {c["metadata"]["name"] for c in classes} >= {
+        d["metadata"]["name"] for d in dra.device_classes()
+    }
+    return api
 
 
 def device_uuids(custom: k8s.CustomObjectsApi) -> dict[tuple[str, str], str]:
