@@ -65,7 +65,13 @@ def dra_class(name: str, **fields: Any) -> GpuClass:
     return gpu_class
 
 
-def run(team: Team, cluster: Cluster, gpu_class: GpuClass, gpu_milli: int) -> Workload:  # noqa: F811
+def run(
+    team: Team,  # noqa: F811 - the fixture's value
+    cluster: Cluster,  # noqa: F811 - the fixture's value
+    gpu_class: GpuClass,
+    gpu_milli: int,
+    replicas: int = 1,
+) -> Workload:
     TeamQuota.objects.update_or_create(
         team=team, gpu_class=gpu_class, defaults={"guaranteed_milli": 8000, "limit_milli": 8000}
     )
@@ -81,6 +87,7 @@ def run(team: Team, cluster: Cluster, gpu_class: GpuClass, gpu_milli: int) -> Wo
             kind="training",
             name=f"dra-{gpu_class.name.lower()}",
             gpu_milli=gpu_milli,
+            replicas=replicas,
             command=["python", "train.py"],
             params={"pod_annotations": {"kubesim.io/run-duration": "10m"}},
         ),
@@ -202,3 +209,28 @@ def test_a_mig_partition_is_a_device_of_the_placed_profile_on_the_placed_gpu(
     assert device["attributes"]["type"]["string"] == "mig"
     assert device["attributes"]["profile"]["string"] == replica["mig_profile"]
     assert device["attributes"]["parentUUID"]["string"] in replica["gpu_uuids"]
+
+
+def test_a_gang_s_replicas_each_get_the_gpus_placed_on_their_own_node(
+    team: Team,  # noqa: F811 - the fixture
+    cluster: Cluster,  # noqa: F811 - the fixture
+    core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    """One template for the gang, one claim per replica's pod: each claim is held to its own
+    node by the pod and to the placed GPUs by the template's selector."""
+    workload = run(team, cluster, dra_class("H100-80GB"), 1000, replicas=2)
+    by_uuid = device_uuids(custom)
+    placed_on = {r["node"]: set(r["gpu_uuids"]) for r in workload.placement["replicas"]}
+    assert len(placed_on) == 2  # distinct nodes
+    selector = f"{m.LABEL_WORKLOAD}={workload.pk}"
+    pods = core_api.list_namespaced_pod(team.namespace, label_selector=selector).items
+    assert len(pods) == 2
+    for pod in pods:
+        (claim_ref,) = pod.status.resource_claim_statuses or []
+        claim = custom.get_namespaced_custom_object(
+            GROUP, VERSION, team.namespace, "resourceclaims", claim_ref.resource_claim_name
+        )
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert result["pool"] == pod.spec.node_name
+        assert by_uuid[(result["pool"], result["device"])] in placed_on[pod.spec.node_name]
