@@ -143,9 +143,14 @@ def _transition_extra(workload: Workload, seen: st.Observation) -> dict[str, Any
     return extra
 
 
+REASON_LENGTH = Workload._meta.get_field("last_reason").max_length or 500
+
+
 def _apply_observation(workload: Workload, seen: st.Observation, result: SyncResult) -> bool:
     """Record what the cluster says of one workload: a new state, a retry, or a new reason.
     Returns whether it ended now (its objects are to be archived and deleted)."""
+    # Clipped as a transition clips it: the cluster's words can be longer than the column.
+    said = seen.reason[:REASON_LENGTH]
     if seen.state and seen.state != workload.state:
         # One transaction each, not one for the batch: a transaction holding many
         # workloads' rows deadlocked with the scheduling cycle's (which updates waiting
@@ -175,8 +180,8 @@ def _apply_observation(workload: Workload, seen: st.Observation, result: SyncRes
             extra={"exit_code": seen.exit_code},
         ):
             result.reasons += 1
-    elif seen.reason != workload.last_reason and seen.state in (None, workload.state):
-        changes: dict[str, Any] = {"last_reason": seen.reason}
+    elif said != workload.last_reason and seen.state in (None, workload.state):
+        changes: dict[str, Any] = {"last_reason": said}
         if seen.exit_code is not None and seen.exit_code != workload.exit_code:
             changes["exit_code"] = seen.exit_code
         Workload.objects.filter(pk=workload.pk, state=workload.state).update(**changes)
