@@ -234,3 +234,58 @@ def test_a_gang_s_replicas_each_get_the_gpus_placed_on_their_own_node(
         (result,) = claim["status"]["allocation"]["devices"]["results"]
         assert result["pool"] == pod.spec.node_name
         assert by_uuid[(result["pool"], result["device"])] in placed_on[pod.spec.node_name]
+
+
+def test_a_claim_whose_devices_are_not_published_waits_with_a_reason_in_words(
+    team: Team,  # noqa: F811 - the fixture
+    cluster: Cluster,  # noqa: F811 - the fixture
+    core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
+    custom: k8s.CustomObjectsApi,
+    kube_api_client: Any,
+) -> None:
+    """The node's driver stopped publishing after the placement: the pod cannot be scheduled,
+    and the workload says why in words, not only in the scheduler's."""
+    h100 = dra_class("H100-80GB")
+    TeamQuota.objects.update_or_create(
+        team=team, gpu_class=h100, defaults={"guaranteed_milli": 8000, "limit_milli": 8000}
+    )
+    services.cluster_inventory_sync(cluster=cluster)
+    owner = UserFactory()
+    team.memberships.create(user=owner)
+    workload = workload_submit(
+        actor=owner,
+        team=team,
+        gpu_class=h100,
+        image=ImageFactory(),
+        request=WorkloadRequest.of(
+            kind="training",
+            name="unpublished",
+            gpu_milli=1000,
+            command=["python", "train.py"],
+            params={"pod_annotations": {"kubesim.io/run-duration": "10m"}},
+        ),
+    )
+    scheduling_cycle_run()
+    workload.refresh_from_db()
+    (replica,) = workload.placement["replicas"]
+    slices = custom.list_cluster_custom_object(GROUP, VERSION, "resourceslices")["items"]
+    mine = [s["metadata"]["name"] for s in slices if s["spec"]["pool"]["name"] == replica["node"]]
+    assert mine
+    try:
+        for name in mine:
+            custom.delete_cluster_custom_object(GROUP, VERSION, "resourceslices", name)
+        assert services.workload_reconcile(workload_id=workload.pk) == "ensured"
+
+        def explained() -> str | None:
+            services.status_sync_pass(cluster=cluster)
+            workload.refresh_from_db()
+            return workload.last_reason if "GPU claim (DRA)" in workload.last_reason else None
+
+        reason = wait_for(explained, timeout=30)
+        assert reason.startswith("Unschedulable: no free device on its node matches its GPU claim")
+        assert "cannot allocate all claims" in reason
+        assert workload.state in (wl.ADMITTED, wl.STARTING)  # waiting, not failed
+    finally:
+        workload_cancel(actor=owner, workload=workload)
+        services.workload_reconcile(workload_id=workload.pk)
+        dra.publish(kube_api_client)  # the node's slices again, for the tests after this one

@@ -110,6 +110,22 @@ def test_unschedulable_keeps_state_and_says_why() -> None:
     assert seen.reason == "Unschedulable: 0/9 nodes are available: 9 Insufficient nvidia.com/gpu."
 
 
+def test_a_claim_no_device_can_satisfy_says_so_in_words() -> None:
+    said = "0/9 nodes are available: 1 cannot allocate all claims, 8 node(s) didn't match."
+    pending = pod(
+        conditions=[
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": said}
+        ]
+    )
+    seen = st.observe_job_workload(jobs=[job()], pods=[pending], expected_jobs=1)
+    assert seen.state is None
+    assert seen.reason.startswith(
+        "Unschedulable: no free device on its node matches its GPU claim (DRA): taken outside "
+        "the portal, or not published by the node's DRA driver; it waits until one is."
+    )
+    assert seen.reason.endswith(f"Kubernetes said: {said}")
+
+
 def test_preemption_by_the_scheduler_and_node_loss_are_told_apart() -> None:
     preempted = pod(
         "Running",

@@ -269,11 +269,22 @@ def _fatal_waiting(pods: Sequence[Mapping[str, Any]], now: datetime | None = Non
     return _waiting(pods, now).fatal
 
 
+# kube-scheduler's DRA plugin, when no published device matches a pod's claim.
+_CLAIM_NOT_ALLOCATABLE = "cannot allocate all claims"
+
+
 def _unschedulable(pods: Sequence[Mapping[str, Any]]) -> str | None:
     for pod in pods:
         for cond in _conditions(pod):
             if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                return f"Unschedulable: {cond.get('message') or 'no node fits'}"
+                message = str(cond.get("message") or "no node fits")
+                if _CLAIM_NOT_ALLOCATABLE in message:
+                    return (
+                        "Unschedulable: no free device on its node matches its GPU claim (DRA): "
+                        "taken outside the portal, or not published by the node's DRA driver; "
+                        f"it waits until one is. Kubernetes said: {message}"
+                    )
+                return f"Unschedulable: {message}"
     return None
 
 
