@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from apps.catalog.resources import GPU_NODES_SELECTOR
+from apps.catalog.resources import DRA_DRIVER, GPU_NODES_SELECTOR
 from apps.orchestration import archive
 from apps.orchestration import manifests as m
 from apps.orchestration.errors import ClusterError
@@ -294,8 +294,9 @@ _TOKEN_CACHE_SECONDS = 30.0
 def notebook_token_for_ingress(workload: Workload) -> str:
     """The Jupyter token for the ingress to hand upstream, asked for on every request to a
     notebook: kept in this process's memory (never in a shared store) for a few seconds, keyed
-    by the notebook's start, so a resumed notebook's new Secret is read again."""
-    key = (workload.pk, str(workload.started_at))
+    by the notebook's admission, so a resumed notebook's new Secret is read again (a resume is
+    a new admission; its first start time stays as it was)."""
+    key = (workload.pk, str(workload.admitted_at))
     now = time.monotonic()
     cached = _TOKEN_CACHE.get(key)
     if cached is not None and cached[0] > now:
@@ -407,6 +408,19 @@ def exporter_pod_nodes(cluster: Cluster) -> dict[str, str]:
 def gpu_nodes(cluster: Cluster) -> list[dict[str, Any]]:
     """The cluster's GPU nodes, for the inventory."""
     return _kube(cluster).list_objects("v1", "Node", label_selector=GPU_NODES_SELECTOR)
+
+
+def dra_devices_by_node(cluster: Cluster) -> dict[str, int]:
+    """How many devices NVIDIA's DRA driver publishes for each node (its ResourceSlices), in
+    one list call; empty on a cluster that serves no resource.k8s.io/v1."""
+    counts: dict[str, int] = {}
+    for piece in _kube(cluster).list_objects("resource.k8s.io/v1", "ResourceSlice"):
+        spec = piece.get("spec") or {}
+        node = spec.get("nodeName") or spec.get("node_name")
+        if spec.get("driver") != DRA_DRIVER or not node:
+            continue
+        counts[node] = counts.get(node, 0) + len(spec.get("devices") or ())
+    return counts
 
 
 def node_pods_reader(

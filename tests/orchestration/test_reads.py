@@ -111,6 +111,7 @@ def test_the_ingress_token_is_kept_briefly_in_memory_and_read_again_after_a_rest
     workload = notebook(
         cast,
         started_at=timezone.now(),
+        admitted_at=timezone.now(),
         k8s_objects=[{"kind": "Secret", "namespace": namespace, "name": "nb-token"}],
     )
     kube.objects[("Secret", namespace, "nb-token")] = {
@@ -119,11 +120,14 @@ def test_the_ingress_token_is_kept_briefly_in_memory_and_read_again_after_a_rest
     # The ingress asks for every request of a notebook: one read serves many.
     assert [cluster_reads.notebook_token_for_ingress(workload) for _ in range(3)] == ["first"] * 3
     assert len(kube.asked) == 1
-    # Resumed, the notebook has a new Secret and a new start: it is read again.
+    # Resumed, the notebook has a new Secret and a new admission (its first start stays as it
+    # was): it is read again.
     kube.objects[("Secret", namespace, "nb-token")] = {
         "data": {"token": base64.b64encode(b"second").decode()}
     }
-    workload.started_at = timezone.now() + timedelta(seconds=1)
+    assert cluster_reads.notebook_token_for_ingress(workload) == "first"
+    workload.admitted_at = timezone.now() + timedelta(seconds=1)
     assert cluster_reads.notebook_token_for_ingress(workload) == "second"
     assert len(kube.asked) == 2
     assert len(cluster_reads._TOKEN_CACHE) == 1
+    assert workload.started_at is not None  # unchanged by the resume
