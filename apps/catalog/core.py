@@ -290,11 +290,17 @@ def node_blockers(
     health_problems: Sequence[str],
     windows: Sequence[MaintenanceWindow],
     now: datetime,
+    dra_unpublished: bool = False,
 ) -> list[str]:
     """Why a node takes no new placements now, for people; empty when it does. A cordoned or
-    NotReady node, one whose health or acceptance check failed, and one in a maintenance
-    window take none."""
+    NotReady node, one whose health or acceptance check failed, one in a maintenance window,
+    and one of a class allocated through DRA that publishes no devices take none."""
     reasons: list[str] = []
+    if dra_unpublished:
+        reasons.append(
+            "Publishes no GPUs through DRA (no ResourceSlices of NVIDIA's DRA driver), and its "
+            "class allocates through DRA."
+        )
     if not schedulable:
         reasons.append("Cordoned in the cluster (spec.unschedulable).")
     if not ready:

@@ -231,6 +231,9 @@ class ClusterNode(models.Model):
     )
     schedulable = models.BooleanField(default=True)
     ready = models.BooleanField(default=True)
+    # GPUs and MIG devices the node publishes through DRA (ResourceSlices of NVIDIA's driver),
+    # as the last inventory pass read them; a class allocated through DRA needs some.
+    dra_devices = models.PositiveIntegerField(default=0, db_default=0, editable=False)
     last_seen_at = models.DateTimeField(default=timezone.now)
     # The node's acceptance check as its GPU exporter last reported it ("" when never).
     health_verdict = models.CharField(max_length=8, blank=True, default="", db_default="")

@@ -26,6 +26,16 @@ def ready_nodes(gpu_class: GpuClass, *, now: datetime | None = None) -> QuerySet
     return nodes.exclude(pk__in=list(blocked))
 
 
+def dra_unpublished(gpu_class: GpuClass) -> bool:
+    """Whether the class allocates through DRA while none of its nodes (of enabled clusters,
+    as the inventory last read them) publishes a device: nothing of it could start. False for a
+    class without nodes in the inventory (its capacity is unknown, not absent)."""
+    if gpu_class.allocation_mode != core.ALLOCATION_DRA:
+        return False
+    nodes = ClusterNode.objects.filter(cluster__enabled=True, gpu_class=gpu_class)
+    return nodes.exists() and not nodes.filter(dra_devices__gt=0).exists()
+
+
 def sharing_class_names(*, besides: GpuClass | None = None) -> list[str]:
     """Names of the offered classes that share GPUs (all but ``whole``), for hints."""
     qs = gpu_classes_offered().exclude(sharing_mode=GpuClass.Sharing.WHOLE)
@@ -48,6 +58,9 @@ def node_blockers(nodes: Iterable[ClusterNode], *, now: datetime) -> dict[int, l
         windows.setdefault(w.node_id, []).append(
             core.MaintenanceWindow(w.starts_at, w.ends_at, w.reason, w.drain)
         )
+    dra_classes = set(
+        GpuClass.objects.filter(allocation_mode=core.ALLOCATION_DRA).values_list("pk", flat=True)
+    )
     blocked: dict[int, list[str]] = {}
     for node in rows:
         reasons = core.node_blockers(
@@ -57,6 +70,7 @@ def node_blockers(nodes: Iterable[ClusterNode], *, now: datetime) -> dict[int, l
             health_problems=node.health_problems or [],
             windows=windows.get(node.pk, []),
             now=now,
+            dra_unpublished=node.dra_devices == 0 and node.gpu_class_id in dra_classes,
         )
         if reasons:
             blocked[node.pk] = reasons

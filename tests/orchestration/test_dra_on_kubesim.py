@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from kubernetes import client as k8s
 
 from apps.accounts.models import Team
-from apps.catalog.models import Cluster, GpuClass
+from apps.catalog.models import Cluster, ClusterNode, GpuClass
+from apps.catalog.selectors import ready_nodes
 from apps.orchestration import manifests as m
 from apps.orchestration import services
 from apps.orchestration.manifests.claims import POD_CLAIM
@@ -289,3 +291,56 @@ def test_a_claim_whose_devices_are_not_published_waits_with_a_reason_in_words(
         workload_cancel(actor=owner, workload=workload)
         services.workload_reconcile(workload_id=workload.pk)
         dra.publish(kube_api_client)  # the node's slices again, for the tests after this one
+
+
+def test_the_inventory_counts_each_node_s_published_devices_and_a_class_without_any_is_refused(
+    team: Team,  # noqa: F811 - the fixture
+    cluster: Cluster,  # noqa: F811 - the fixture
+    custom: k8s.CustomObjectsApi,
+    kube_api_client: Any,
+) -> None:
+    """A DRA class whose nodes publish nothing (its driver is not running there) is refused at
+    submit with a message naming it, and its nodes take no new work; devices published again
+    make it whole."""
+    h100 = dra_class("H100-80GB")
+    services.cluster_inventory_sync(cluster=cluster)
+    nodes = ClusterNode.objects.filter(cluster=cluster, gpu_class=h100)
+    assert nodes.count() == 4
+    assert set(nodes.values_list("dra_devices", flat=True)) == {8}  # 8 GPUs each
+    assert list(ready_nodes(h100)) != []
+    owner = UserFactory()
+    team.memberships.create(user=owner)
+
+    def submit() -> Workload:
+        return workload_submit(
+            actor=owner,
+            team=team,
+            gpu_class=h100,
+            image=ImageFactory(),
+            request=WorkloadRequest.of(
+                kind="training", name="x", gpu_milli=1000, command=["python", "train.py"]
+            ),
+        )
+
+    slices = custom.list_cluster_custom_object(GROUP, VERSION, "resourceslices")["items"]
+    h100_nodes = set(nodes.values_list("name", flat=True))
+    try:
+        for piece in slices:
+            if piece["spec"]["pool"]["name"] in h100_nodes:
+                custom.delete_cluster_custom_object(
+                    GROUP, VERSION, "resourceslices", piece["metadata"]["name"]
+                )
+        services.cluster_inventory_sync(cluster=cluster)
+        assert set(nodes.values_list("dra_devices", flat=True)) == {0}
+        assert list(ready_nodes(h100)) == []
+        with pytest.raises(ValidationError) as refused:
+            submit()
+        (message,) = refused.value.message_dict["gpu_class"]
+        assert message.startswith(
+            "H100-80GB allocates GPUs through Dynamic Resource Allocation, but none of its "
+            "nodes publishes devices"
+        )
+    finally:
+        dra.publish(kube_api_client)
+    services.cluster_inventory_sync(cluster=cluster)
+    assert submit().state in (wl.PENDING, wl.QUEUED)  # accepted

@@ -210,3 +210,14 @@ def test_too_many_arguments_is_said_in_good_grammar() -> None:
     assert problems["args"] == f"The arguments have {rules.MAX_WORDS + 1} words; at most 200."
     problems = rules.command_problems(core.KIND_TRAINING, ["x"] * (rules.MAX_WORDS + 1), [])
     assert problems["command"].startswith("The command has ")
+
+
+def test_a_dra_class_whose_nodes_publish_no_devices_is_refused_naming_the_class() -> None:
+    problems = rules.request_problems(JOB, context(dra_unpublished=True))
+    assert problems == {
+        "gpu_class": "H100 allocates GPUs through Dynamic Resource Allocation, but none of its "
+        "nodes publishes devices (ResourceSlices of NVIDIA's DRA driver, gpu.nvidia.com), so "
+        "nothing of it can start. Ask a platform admin to check the driver on its nodes, or "
+        "pick another class."
+    }
+    assert rules.request_problems(JOB, context(dra_unpublished=False)) == {}

@@ -75,12 +75,23 @@ def node_image_names(status: Mapping[str, Any]) -> list[str]:
 
 
 def cluster_inventory_sync(*, cluster: Cluster) -> int:
-    """Mirror the cluster's GPU nodes into ClusterNode, and update each class's capacity."""
-    return cluster_inventory_store(cluster=cluster, nodes=cluster_reads.gpu_nodes(cluster))
+    """Mirror the cluster's GPU nodes into ClusterNode, with the devices each publishes
+    through DRA, and update each class's capacity."""
+    return cluster_inventory_store(
+        cluster=cluster,
+        nodes=cluster_reads.gpu_nodes(cluster),
+        dra_devices=cluster_reads.dra_devices_by_node(cluster),
+    )
 
 
-def cluster_inventory_store(*, cluster: Cluster, nodes: Iterable[dict[str, Any]]) -> int:
-    """The inventory from nodes already read (a list, or a watch's copy of the GPU nodes)."""
+def cluster_inventory_store(
+    *,
+    cluster: Cluster,
+    nodes: Iterable[dict[str, Any]],
+    dra_devices: Mapping[str, int] | None = None,
+) -> int:
+    """The inventory from nodes already read (a list, or a watch's copy of the GPU nodes);
+    ``dra_devices`` per node name when they were read too (None: as last recorded)."""
     classes = {(c.product_label, c.sharing_mode): c for c in GpuClass.objects.all()}
     seen = []
     with transaction.atomic():
@@ -112,6 +123,11 @@ def cluster_inventory_store(*, cluster: Cluster, nodes: Iterable[dict[str, Any]]
                     "schedulable": not (node.get("spec") or {}).get("unschedulable", False),
                     "ready": ready,
                     "last_seen_at": timezone.now(),
+                    **(
+                        {"dra_devices": dra_devices.get(meta["name"], 0)}
+                        if dra_devices is not None
+                        else {}
+                    ),
                 },
             )
             seen.append(meta["name"])

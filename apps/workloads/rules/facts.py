@@ -125,6 +125,8 @@ class Context:
     nodes: Sequence[NodeFacts] = ()
     quota: QuotaFacts | None = None
     sharing_classes: Sequence[str] = ()  # other enabled classes that share GPUs, for hints
+    # The class allocates through DRA and none of its nodes publishes a device.
+    dra_unpublished: bool = False
     cpu_milli: int = 0  # what one replica asks for besides GPUs
     memory_mib: int = 0
     actor_id: int | None = None  # who asks: whose personal secrets ``secrets`` holds

@@ -301,6 +301,13 @@ def catalog_problems(kind: str, context: Context) -> dict[str, str]:
     errors: dict[str, str] = {}
     if not context.gpu_class.enabled:
         errors["gpu_class"] = f"{context.gpu_class.name} is not offered at the moment."
+    elif context.dra_unpublished:
+        errors["gpu_class"] = (
+            f"{context.gpu_class.name} allocates GPUs through Dynamic Resource Allocation, but "
+            "none of its nodes publishes devices (ResourceSlices of NVIDIA's DRA driver, "
+            "gpu.nvidia.com), so nothing of it can start. Ask a platform admin to check the "
+            "driver on its nodes, or pick another class."
+        )
     image = context.image
     if not image.enabled:
         errors["image"] = f"The image {image.name} is no longer offered."

@@ -11,6 +11,7 @@ from apps.budgets.selectors import budget_state
 from apps.catalog.core import IMAGE_AVAILABLE
 from apps.catalog.models import GpuClass, Image
 from apps.catalog.selectors import (
+    dra_unpublished,
     image_availability,
     images_offered,
     ready_nodes,
@@ -60,6 +61,7 @@ def request_context(
         nodes=tuple(ready_nodes(gpu_class)),
         quota=effective_quota(team, gpu_class, user=actor, now=timezone.now()),
         sharing_classes=tuple(sharing_class_names(besides=gpu_class)),
+        dra_unpublished=dra_unpublished(gpu_class),
         cpu_milli=int(defaults["cpu_milli"]),
         memory_mib=int(defaults["memory_mib"]),
         actor_id=actor.pk,
