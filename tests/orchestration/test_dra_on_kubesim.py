@@ -67,13 +67,14 @@ def dra_class(name: str, **fields: Any) -> GpuClass:
     return gpu_class
 
 
-def run(
+def admit(
     team: Team,  # noqa: F811 - the fixture's value
     cluster: Cluster,  # noqa: F811 - the fixture's value
     gpu_class: GpuClass,
     gpu_milli: int,
     replicas: int = 1,
 ) -> Workload:
+    """A training job of ``gpu_class`` submitted by a new member, placed by the next cycle."""
     TeamQuota.objects.update_or_create(
         team=team, gpu_class=gpu_class, defaults={"guaranteed_milli": 8000, "limit_milli": 8000}
     )
@@ -98,6 +99,18 @@ def run(
     workload.refresh_from_db()
     assert workload.state == wl.ADMITTED, workload.last_reason
     assert workload.placement["allocation"] == GpuClass.Allocation.DRA
+    return workload
+
+
+def run(
+    team: Team,  # noqa: F811 - the fixture's value
+    cluster: Cluster,  # noqa: F811 - the fixture's value
+    gpu_class: GpuClass,
+    gpu_milli: int,
+    replicas: int = 1,
+) -> Workload:
+    """Admitted, its objects created, and running."""
+    workload = admit(team, cluster, gpu_class, gpu_milli, replicas)
     assert services.workload_reconcile(workload_id=workload.pk) == "ensured"
 
     def running() -> bool:
@@ -247,28 +260,8 @@ def test_a_claim_whose_devices_are_not_published_waits_with_a_reason_in_words(
 ) -> None:
     """The node's driver stopped publishing after the placement: the pod cannot be scheduled,
     and the workload says why in words, not only in the scheduler's."""
-    h100 = dra_class("H100-80GB")
-    TeamQuota.objects.update_or_create(
-        team=team, gpu_class=h100, defaults={"guaranteed_milli": 8000, "limit_milli": 8000}
-    )
-    services.cluster_inventory_sync(cluster=cluster)
-    owner = UserFactory()
-    team.memberships.create(user=owner)
-    workload = workload_submit(
-        actor=owner,
-        team=team,
-        gpu_class=h100,
-        image=ImageFactory(),
-        request=WorkloadRequest.of(
-            kind="training",
-            name="unpublished",
-            gpu_milli=1000,
-            command=["python", "train.py"],
-            params={"pod_annotations": {"kubesim.io/run-duration": "10m"}},
-        ),
-    )
-    scheduling_cycle_run()
-    workload.refresh_from_db()
+    workload = admit(team, cluster, dra_class("H100-80GB"), 1000)
+    owner = workload.owner
     (replica,) = workload.placement["replicas"]
     slices = custom.list_cluster_custom_object(GROUP, VERSION, "resourceslices")["items"]
     mine = [s["metadata"]["name"] for s in slices if s["spec"]["pool"]["name"] == replica["node"]]

@@ -48,6 +48,24 @@ def run_until(workload: Workload, on: Cluster, state: str, timeout: float = 40) 
     wait_for(reached, timeout=timeout)
 
 
+def submit(team: Team, actor: Any, name: str, priority: str, runs: str) -> Workload:  # noqa: F811
+    """A one-GPU H100 training job of ``priority`` that runs ``runs`` on kubesim."""
+    return workload_submit(
+        actor=actor,
+        team=team,
+        gpu_class=GpuClassFactory(),
+        image=ImageFactory(),
+        request=WorkloadRequest.of(
+            kind="training",
+            name=name,
+            gpu_milli=1000,
+            priority_class=priority,
+            command=["python", "train.py"],
+            params={"pod_annotations": {"kubesim.io/run-duration": runs}},
+        ),
+    )
+
+
 def test_preempted_training_job_requeues_and_resumes_from_the_same_checkpoint(
     team: Team,  # noqa: F811 - the fixture
     cluster: Cluster,  # noqa: F811 - the fixture
@@ -65,25 +83,8 @@ def test_preempted_training_job_requeues_and_resumes_from_the_same_checkpoint(
     member, lead = UserFactory(), UserFactory()
     team.memberships.create(user=member)
     team.memberships.create(user=lead, role=Membership.Role.LEAD)
-    image = ImageFactory()
 
-    def submit(actor: Any, name: str, priority: str, runs: str) -> Workload:
-        return workload_submit(
-            actor=actor,
-            team=team,
-            gpu_class=h100,
-            image=image,
-            request=WorkloadRequest.of(
-                kind="training",
-                name=name,
-                gpu_milli=1000,
-                priority_class=priority,
-                command=["python", "train.py"],
-                params={"pod_annotations": {"kubesim.io/run-duration": runs}},
-            ),
-        )
-
-    training = submit(member, "long-run", wl.PRIORITY_TRAINING, "10m")
+    training = submit(team, member, "long-run", wl.PRIORITY_TRAINING, "10m")
     scheduling_cycle_run()
     training.refresh_from_db()
     assert training.state == wl.ADMITTED, training.last_reason
@@ -94,7 +95,7 @@ def test_preempted_training_job_requeues_and_resumes_from_the_same_checkpoint(
     assert first_env["GPUPAAS_RESTART_COUNT"] == "0"
     assert first.spec.termination_grace_period_seconds == GRACE
 
-    urgent = submit(lead, "hotfix", wl.PRIORITY_PRODUCTION, "2s")
+    urgent = submit(team, lead, "hotfix", wl.PRIORITY_PRODUCTION, "2s")
     now = timezone.now()
     run = scheduling_cycle_run(now=now)
     assert run.preempted == (training.pk,) and run.admitted == (urgent.pk,)
@@ -153,30 +154,13 @@ def test_the_workload_preempted_for_starts_only_once_the_cluster_released_the_gp
     member, lead = UserFactory(), UserFactory()
     team.memberships.create(user=member)
     team.memberships.create(user=lead, role=Membership.Role.LEAD)
-    image = ImageFactory()
 
-    def submit(actor: Any, name: str, priority: str, runs: str) -> Workload:
-        return workload_submit(
-            actor=actor,
-            team=team,
-            gpu_class=h100,
-            image=image,
-            request=WorkloadRequest.of(
-                kind="training",
-                name=name,
-                gpu_milli=1000,
-                priority_class=priority,
-                command=["python", "train.py"],
-                params={"pod_annotations": {"kubesim.io/run-duration": runs}},
-            ),
-        )
-
-    victim = submit(member, "long-run", wl.PRIORITY_TRAINING, "10m")
+    victim = submit(team, member, "long-run", wl.PRIORITY_TRAINING, "10m")
     scheduling_cycle_run()
     services.workload_reconcile(workload_id=victim.pk)
     run_until(victim, cluster, wl.RUNNING)
 
-    urgent = submit(lead, "hotfix", wl.PRIORITY_PRODUCTION, "2s")
+    urgent = submit(team, lead, "hotfix", wl.PRIORITY_PRODUCTION, "2s")
     run = scheduling_cycle_run()
     assert run.preempted == (victim.pk,) and run.admitted == (urgent.pk,)
     urgent.refresh_from_db()
