@@ -15,11 +15,12 @@ Django-side imports are made inside the functions that need them: the node agent
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from django.core.cache import caches
 
 from apps.catalog.resources import DRA_DRIVER, GPU_NODES_SELECTOR
 from apps.orchestration import archive
@@ -287,25 +288,25 @@ def notebook_token(workload: Workload) -> str:
     return base64.b64decode(encoded).decode("utf-8")
 
 
-_TOKEN_CACHE: dict[tuple[int, str], tuple[float, str]] = {}
-_TOKEN_CACHE_SECONDS = 30.0
+# The gateway asks for a notebook's token on every request: kept a few seconds in the web
+# process's own memory (the "gateway-auth" LocMemCache, never a shared store).
+TOKEN_CACHE_SECONDS = 30
+NOTEBOOK_TOKENS_CACHE = "gateway-auth"
 
 
 def notebook_token_for_ingress(workload: Workload) -> str:
     """The Jupyter token for the ingress to hand upstream, asked for on every request to a
-    notebook: kept in this process's memory (never in a shared store) for a few seconds, keyed
-    by the notebook's admission, so a resumed notebook's new Secret is read again (a resume is
-    a new admission; its first start time stays as it was)."""
-    key = (workload.pk, str(workload.admitted_at))
-    now = time.monotonic()
-    cached = _TOKEN_CACHE.get(key)
-    if cached is not None and cached[0] > now:
-        return cached[1]
-    token = notebook_token(workload)
-    for stale in [k for k, (until, _) in _TOKEN_CACHE.items() if until <= now or k[0] == key[0]]:
-        _TOKEN_CACHE.pop(stale, None)
-    _TOKEN_CACHE[key] = (now + _TOKEN_CACHE_SECONDS, token)
-    return token
+    notebook: kept in this process's memory for a few seconds, keyed by the notebook's
+    admission, so a resumed notebook's new Secret is read again (a resume is a new admission;
+    its first start time stays as it was)."""
+    admitted = workload.admitted_at.timestamp() if workload.admitted_at else 0
+    key = f"notebook-token:{workload.pk}:{admitted}"
+    cache = caches[NOTEBOOK_TOKENS_CACHE]
+    token = cache.get(key)
+    if token is None:
+        token = notebook_token(workload)
+        cache.set(key, token, TOKEN_CACHE_SECONDS)
+    return str(token)
 
 
 @dataclass(frozen=True)

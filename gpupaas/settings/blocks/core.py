@@ -147,7 +147,8 @@ CONTENT_SECURITY_POLICY: dict[str, Any] = {
 
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    # The proxy's recent "yes" per key or person (apps.serving.access), per web process.
+    # Per web process, a few seconds: the proxy's recent "yes" per key or person
+    # (apps.serving.access) and notebooks' tokens for the gateway (orchestration.cluster_reads).
     "gateway-auth": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "gateway-auth",
