@@ -26,6 +26,7 @@ from apps.catalog.resources import (
 )
 from apps.orchestration import archive, cluster_reads
 from apps.orchestration import manifests as m
+from apps.orchestration import status as st
 
 # Which cluster a workload lives on is read where its adapter is made (clusters), and named
 # here too for the readers of orchestration's selectors.
@@ -233,6 +234,12 @@ def workload_spec(workload: Workload) -> m.WorkloadSpec:
         token_secret_name=stored_name(workload, "Secret") if notebook else "",
         gpu_claim=claim,
     )
+
+
+def endpoint_replicas_seen(workload: Workload) -> list[st.ReplicaSeen]:
+    """An endpoint's replicas as its cluster runs them (one list call): the node each pod is
+    bound to and its state. Raises LogsUnavailable (not placed) or ClusterError."""
+    return st.replicas_seen(cluster_reads.workload_pods(workload))
 
 
 def allocation_of(workload: Workload) -> str:

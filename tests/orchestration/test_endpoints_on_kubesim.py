@@ -4,10 +4,12 @@ only on the team's guarantee, and a failing rolling update rolled back by itself
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.test import Client
 from kubernetes import client as k8s
 
 from apps.accounts.models import Membership, Team, User
@@ -129,6 +131,19 @@ def test_an_endpoint_deploys_scales_up_and_down_in_the_production_class(
     services.status_sync_pass(cluster=cluster)
     endpoint.refresh_from_db()
     assert endpoint.last_reason == "3 of 3 replicas ready"
+
+    # The page shows the replicas where the cluster runs them (an endpoint's pods are not
+    # pinned to the placed nodes), and how many of those asked run.
+    page = Client()
+    page.force_login(lead)
+    shown = page.get(f"/workloads/{endpoint.pk}/status/").content.decode()
+    assert "3 of 3 replicas running, as the cluster says" in shown
+    pods = core_api.list_namespaced_pod(
+        team.namespace, label_selector=f"{m.LABEL_WORKLOAD}={endpoint.pk}"
+    ).items
+    rows = re.findall(r'<td class="mono">([^<]+)</td><td>([^<]+)</td>', shown)
+    assert sorted(node for node, _ in rows) == sorted(p.spec.node_name for p in pods)
+    assert {state for _, state in rows} == {"running"}
 
     endpoint_scale(actor=lead, workload=endpoint, replicas=1)
     endpoint.refresh_from_db()

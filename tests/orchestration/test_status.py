@@ -525,3 +525,40 @@ def test_a_failed_job_waits_briefly_for_its_pods_exit_code_then_fails_without_on
         jobs=[failed], pods=[stale], expected_jobs=1, now=NOW + timedelta(seconds=60)
     )
     assert (late.state, late.exit_code) == (wl.FAILED, None)
+
+
+def test_an_endpoint_s_replicas_are_read_from_its_pods_oldest_first() -> None:
+    def served(name: str, created: str, **status: Any) -> dict[str, Any]:
+        node = status.pop("node", "")
+        return {
+            "metadata": {"name": name, "creationTimestamp": created},
+            "spec": {"nodeName": node} if node else {},
+            "status": status,
+        }
+
+    ready = [{"type": "Ready", "status": "True"}]
+    pods = [
+        served("b", "2026-12-02T10:00:02Z", node="l40s-ts-1", phase="Running", conditions=ready),
+        served("a", "2026-12-02T10:00:01Z", node="l40s-ts-0", phase="Running", conditions=[]),
+        served(
+            "c",
+            "2026-12-02T10:00:03Z",
+            phase="Pending",
+            conditions=[
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/9 nodes are available: 9 Insufficient nvidia.com/gpu.",
+                }
+            ],
+        ),
+    ]
+    assert st.replicas_seen(pods) == [
+        st.ReplicaSeen("l40s-ts-0", "running, not ready yet"),
+        st.ReplicaSeen("l40s-ts-1", "running"),
+        st.ReplicaSeen(
+            "",
+            "waiting: Unschedulable: 0/9 nodes are available: 9 Insufficient nvidia.com/gpu.",
+        ),
+    ]

@@ -26,6 +26,8 @@ from apps.orchestration.status.pods import (
     IMAGE_PULL_RETRIED,
     RETRY_PREFIX,
     Observation,
+    ReplicaSeen,
+    replicas_seen,
 )
 from apps.orchestration.status.rollouts import (
     ROLLOUT_COMPLETE,
@@ -47,10 +49,12 @@ __all__ = [
     "ROLLOUT_FAILED",
     "ROLLOUT_PROGRESSING",
     "Observation",
+    "ReplicaSeen",
     "RolloutObservation",
     "observe_endpoint",
     "observe_gang",
     "observe_job_workload",
     "observe_notebook",
     "observe_rollout",
+    "replicas_seen",
 ]

@@ -364,3 +364,33 @@ def _loss(pod: Mapping[str, Any]) -> str | None:
     if status.get("phase") == "Failed" and _terminated_reason([pod]) is None:
         return f"failed without exiting ({status.get('reason') or 'unknown reason'})"
     return None
+
+
+@dataclass(frozen=True)
+class ReplicaSeen:
+    """One replica of an endpoint as its pod says: where it runs and in what state."""
+
+    node: str  # "" while the pod has no node
+    state: str  # in words: "running", "starting", "waiting: Unschedulable: …", "stopping"
+
+
+def replicas_seen(pods: Sequence[Mapping[str, Any]]) -> list[ReplicaSeen]:
+    """An endpoint's replicas as the cluster runs them (its pods, oldest first): the node the
+    pod is bound to, not the one placed for it (an endpoint's replicas are not pinned)."""
+    seen = []
+    for pod in sorted(pods, key=lambda p: str(_meta(p).get("creationTimestamp") or "")):
+        status = pod.get("status") or {}
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        if _meta(pod).get("deletionTimestamp"):
+            state = "stopping"
+        elif status.get("phase") == "Running":
+            ready = _condition(pod, "Ready") is not None
+            state = "running" if ready else "running, not ready yet"
+        elif (why := _unschedulable([pod])) is not None:
+            state = f"waiting: {why}"
+        elif status.get("phase") in ("Succeeded", "Failed"):
+            state = f"ended ({status.get('phase')})"
+        else:
+            state = "starting"
+        seen.append(ReplicaSeen(node, state))
+    return seen

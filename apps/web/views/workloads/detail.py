@@ -17,6 +17,7 @@ from apps.orchestration.cluster_reads import (
 )
 from apps.orchestration.errors import ClusterError, cluster_error_answer
 from apps.orchestration.selectors import (
+    endpoint_replicas_seen,
     gpu_class_spec,
     sweep_trials,
     workload_cluster_events,
@@ -58,8 +59,26 @@ def placement_rows(placement: Any) -> list[dict[str, str]]:
     return rows
 
 
+def endpoint_replica_rows(workload: Workload) -> tuple[list[dict[str, str]], str, bool]:
+    """An endpoint's replicas as the cluster runs them (its replicas are not pinned: the node a
+    pod is bound to is the truth, not the one placed for it), and a line saying how many of
+    those asked run; the placement as stored, and why, when the cluster cannot be read."""
+    try:
+        seen = endpoint_replicas_seen(workload)
+    except (LogsUnavailable, ClusterError) as exc:
+        words = str(exc) if isinstance(exc, LogsUnavailable) else cluster_error_answer(exc).message
+        note = f"As placed (the cluster was not read: {words})"
+        return placement_rows(workload.placement), note, False
+    rows = [{"node": r.node or "—", "gpus": r.state} for r in seen]
+    running = sum(1 for r in seen if r.state == "running")
+    return rows, f"{running} of {workload.replicas} replicas running, as the cluster says", True
+
+
 def _status_context(request: HttpRequest, workload: Workload) -> dict[str, Any]:
     user = _user(request)
+    placement, placement_note, seen = placement_rows(workload.placement), "", False
+    if workload.kind == core.KIND_INFERENCE and workload.state in core.ACTIVE_STATES:
+        placement, placement_note, seen = endpoint_replica_rows(workload)
     return {
         "workload": workload,
         "events": workload.events.select_related("actor"),
@@ -69,7 +88,9 @@ def _status_context(request: HttpRequest, workload: Workload) -> dict[str, Any]:
         "gpu_description": sizing.describe_amount(
             workload.gpu_milli, gpu_class_spec(workload.gpu_class)
         ),
-        "placement": placement_rows(workload.placement),
+        "placement": placement,
+        "placement_note": placement_note,
+        "placement_seen": seen,  # rows from the cluster's pods: node and state
         "max_runtime": duration_label(workload.max_runtime_seconds),
         "idle_timeout": duration_label(workload.idle_timeout_seconds),
         "waiting": workload.state in core.WAITING_STATES | {core.PREEMPTED},
