@@ -249,6 +249,16 @@ def main() -> int:
                     )
                     for why, count in waiting.most_common(3):
                         print(f"    not admitted: {count} x {why}", flush=True)
+                    services.status_sync_pass(cluster=cluster)
+                    stalled = Workload.objects.filter(pk__in=list(run.admitted_at)).exclude(
+                        pk__in=list(run.running_at)
+                    )
+                    for w in stalled.select_related("gpu_class")[:3]:
+                        print(
+                            f"    admitted, not running: {w.gpu_class.name} {w.gpu_milli}m"
+                            f" ({w.state}): {w.last_reason[:200]}",
+                            flush=True,
+                        )
                     side.runs.append(run)
                     clear(run.ids)
                 side.portal_cpu = time.process_time() - cpu0
