@@ -27,7 +27,6 @@ import hashlib
 import ipaddress
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -38,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from deploy.devtools.kubesim import _file_lock, _tail, find_go
+from deploy.devtools.kubesim import _file_lock, _tail, find_go, terminate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIR = REPO_ROOT / "deploy" / "coredns"
@@ -292,15 +291,7 @@ class Coredns:
 
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM, then SIGKILL on timeout. Returns the exit code."""
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        return self.process.returncode
+        return terminate(self.process, timeout=timeout)
 
     def log_tail(self, lines: int = 40) -> str:
         return _tail(self.log, lines)

@@ -59,6 +59,20 @@ BINARY_NAME = "kubesim"
 DEFAULT_START_TIMEOUT = 300.0
 
 
+def terminate(process: subprocess.Popen[Any], *, timeout: float, kill_wait: float = 10) -> int:
+    """SIGTERM a child process, SIGKILL it if it has not exited within ``timeout`` seconds;
+    its exit code (at once if it has already exited)."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=kill_wait)
+    return int(process.returncode)
+
+
 class KubesimError(RuntimeError):
     """kubesim could not be built or did not come up."""
 
@@ -352,15 +366,7 @@ class Kubesim:
 
         The components die with it either way (parent-death signal). Returns the exit code.
         """
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
-        return self.process.returncode
+        return terminate(self.process, timeout=timeout, kill_wait=30)
 
     def logs_tail(self, lines: int = 40) -> str:
         return _logs_tail(self.data_dir, lines)
@@ -450,12 +456,7 @@ def start(
                 f"kubesim up exited with {code} before READY ({' '.join(cmd)})\n{_logs_tail(data)}"
             )
         if time.monotonic() > deadline:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            terminate(process, timeout=30)
             raise KubesimError(f"kubesim not READY after {timeout:.0f}s\n{_logs_tail(data)}")
         time.sleep(0.2)
 
