@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from apps.accounts.models import User
 
 TICKET_PARAM = "gpupaas-ticket"
-COOKIE_PREFIX = "gpupaas-nb-"
+COOKIE_PREFIX = m.NOTEBOOK_COOKIE_PREFIX
 _TICKET_SALT = "gpupaas.notebook.ticket"
 _COOKIE_SALT = "gpupaas.notebook.access"
 _PATH_RE = re.compile(r"^/notebooks/(?P<namespace>[a-z0-9-]+)/(?P<id>[0-9]+)/")
@@ -71,10 +71,37 @@ def ingress_host(ingress_name: str) -> str:
     return _split_scheme(settings.NOTEBOOK_HOST)[1] if settings.NOTEBOOK_HOST else ""
 
 
-def ingress_settings(ingress_name: str) -> dict[str, str]:
-    """The WorkloadSpec fields that say how a notebook's Ingress is exposed and guarded."""
+def gateway_shape() -> m.GatewayShape | None:
+    """The Gateway notebooks' and endpoints' routes attach to, or None with TRAFFIC_API=ingress."""
+    if settings.TRAFFIC_API != "gateway-api":
+        return None
+    return m.GatewayShape(
+        name=settings.GATEWAY_NAME,
+        namespace=settings.GATEWAY_NAMESPACE,
+        section=settings.GATEWAY_LISTENER,
+        implementation=settings.GATEWAY_IMPLEMENTATION,
+        auth_service=settings.GATEWAY_AUTH_SERVICE,
+    )
+
+
+def proxy_namespace() -> str:
+    """Where the proxies that reach notebooks and endpoints run (their network policies let in
+    only that namespace): the gateway's, or the ingress controller's."""
+    if settings.TRAFFIC_API == "gateway-api":
+        return settings.GATEWAY_PROXY_NAMESPACE
+    return settings.NOTEBOOK_INGRESS_NAMESPACE
+
+
+def route_name(workload: Workload) -> str:
+    """The stored name of the notebook's route (its HTTPRoute, or its Ingress), or ""."""
+    return stored_name(workload, "HTTPRoute") or stored_name(workload, "Ingress")
+
+
+def ingress_settings(ingress_name: str) -> dict[str, Any]:
+    """The WorkloadSpec fields that say how a notebook's route is exposed and guarded."""
     host = ingress_host(ingress_name)
     return {
+        "notebook_gateway": gateway_shape() if host else None,
         # An Ingress rule names a host without a port (development serves notebooks on one,
         # e.g. NOTEBOOK_HOST=http://notebooks.localhost:8890).
         "notebook_host": host.rsplit(":", 1)[0] if ":" in host else host,
@@ -86,10 +113,10 @@ def ingress_settings(ingress_name: str) -> dict[str, str]:
     }
 
 
-def workload_ingress_settings(workload: Workload) -> dict[str, str]:
+def workload_ingress_settings(workload: Workload) -> dict[str, Any]:
     """``ingress_settings`` for a notebook: its stored Ingress name once created, the name the
     manifests create it under before."""
-    return ingress_settings(stored_name(workload, "Ingress") or m.object_name(workload.pk))
+    return ingress_settings(route_name(workload) or m.object_name(workload.pk))
 
 
 @dataclass(frozen=True)
@@ -122,7 +149,7 @@ def notebook_location(workload: Workload) -> NotebookLocation | None:
     its Ingress has not been created yet."""
     if not exposed():
         return None
-    ingress = stored_name(workload, "Ingress")
+    ingress = route_name(workload)
     if not ingress:
         return None
     path = m.notebook_path(workload.team.namespace, workload.pk)

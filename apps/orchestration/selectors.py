@@ -39,7 +39,11 @@ from apps.orchestration.models import (
     WorkloadLogArchive,
 )
 from apps.orchestration.names import stored_name
-from apps.orchestration.notebook_access import workload_ingress_settings
+from apps.orchestration.notebook_access import (
+    gateway_shape,
+    proxy_namespace,
+    workload_ingress_settings,
+)
 from apps.reservations.selectors import effective_limits
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
@@ -86,7 +90,7 @@ def team_spec(team: Team) -> m.TeamSpec:
         quotas=tuple(
             m.TeamQuotaSpec(gpu_class_spec(gpu_class), limit) for gpu_class, limit in limits
         ),
-        ingress_namespace=settings.NOTEBOOK_INGRESS_NAMESPACE,
+        ingress_namespace=proxy_namespace(),
         object_counts=object_counts(),
         volume_size=settings.TEAM_VOLUME_SIZE,
         volume_storage_class=settings.TEAM_VOLUME_STORAGE_CLASS,
@@ -276,7 +280,8 @@ def endpoint_shape(workload: Workload) -> m.EndpointShape | None:
         host=host,
         auth_url=settings.ENDPOINT_AUTH_URL if host else "",
         tls_secret=settings.NOTEBOOK_TLS_SECRET if host else "",
-        ingress_namespace=settings.NOTEBOOK_INGRESS_NAMESPACE,
+        ingress_namespace=proxy_namespace(),
+        gateway=gateway_shape() if host else None,
     )
 
 

@@ -449,6 +449,7 @@ def start(
                     real=info.get("real"),
                 )
                 _publish_dra(cluster)
+                _install_gateway_crds(cluster)
                 return cluster
         code = process.poll()
         if code is not None:
@@ -474,6 +475,23 @@ def _publish_dra(cluster: Kubesim) -> None:
     except Exception as exc:
         cluster.stop()
         raise KubesimError(f"publishing the DRA ResourceSlices failed: {exc}") from exc
+    finally:
+        api_client.close()
+
+
+def _install_gateway_crds(cluster: Kubesim) -> None:
+    """The Gateway API's CRDs and Traefik's (:mod:`deploy.devtools.traefik`), so the cluster
+    serves the routes the portal writes as a cluster with a Gateway API implementation does."""
+    from kubernetes import config
+
+    from deploy.devtools import traefik
+
+    api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    try:
+        traefik.install_crds(api_client)
+    except Exception as exc:
+        cluster.stop()
+        raise KubesimError(f"installing the Gateway API CRDs failed: {exc}") from exc
     finally:
         api_client.close()
 

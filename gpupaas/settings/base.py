@@ -95,6 +95,15 @@ from gpupaas.settings.blocks.database import (
     POSTGRESQL_ENGINE,
     database_from_url,
 )
+from gpupaas.settings.blocks.gateway import (
+    GATEWAY_AUTH_SERVICE,
+    GATEWAY_IMPLEMENTATION,
+    GATEWAY_LISTENER,
+    GATEWAY_NAME,
+    GATEWAY_NAMESPACE,
+    GATEWAY_PROXY_NAMESPACE,
+    TRAFFIC_API,
+)
 from gpupaas.settings.blocks.governance import (
     GOVERNANCE_BOUNDARY_SECONDS,
     QUOTA_GRANT_MAX_DAYS,

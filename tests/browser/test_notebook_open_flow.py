@@ -34,6 +34,8 @@ def gateway(platform: Platform, kubesim: Kubesim, settings: Any) -> Iterator[dev
     )
     # Chromium takes every *.localhost name for this machine: the notebooks get a host of
     # their own, apart from the portal's cookies, as in production.
+    # The dev gateway routes by Ingresses (ingress-nginx's part): the Ingress form of the route.
+    settings.TRAFFIC_API = "ingress"
     settings.NOTEBOOK_HOST = server.url.replace("127.0.0.1", "notebooks.localhost")
     settings.PORTAL_URL = platform.url
     settings.NOTEBOOK_AUTH_URL = f"{platform.url}/notebooks/auth/"

@@ -453,6 +453,7 @@ def test_notebook_ingress_is_guarded_by_the_portal_on_its_own_host_with_tls(
 ) -> None:
     from apps.orchestration.notebook_access import notebook_location
 
+    settings.TRAFFIC_API = "ingress"
     settings.NOTEBOOK_WILDCARD_HOST = "*.nb.gpu.example.com"
     settings.NOTEBOOK_TLS_SECRET = "nb-wildcard-cert"
     settings.PORTAL_URL = "https://gpu.example.com"
@@ -486,6 +487,92 @@ def test_notebook_ingress_is_guarded_by_the_portal_on_its_own_host_with_tls(
     # The portal sends the browser to the host the cluster serves.
     location = notebook_location(workload)
     assert location is not None and location.host == host
+
+
+def test_notebook_route_is_an_httproute_on_the_gateway_guarded_by_forward_auth(
+    team: Team, cluster: Cluster, kube_api_client: Any, settings: Any
+) -> None:
+    """Gateway API by default: the notebook's HTTPRoute on the platform's Gateway (its own host
+    under the wildcard), the portal's route-bound auth address in Traefik's forwardAuth beside
+    it; the API server (the Gateway API v1.6.3 CRDs) accepts both; a route deleted by hand is
+    back after a reconcile; both go with the notebook."""
+    from apps.orchestration.notebook_access import notebook_location
+
+    settings.TRAFFIC_API = "gateway-api"
+    settings.GATEWAY_NAME, settings.GATEWAY_NAMESPACE = "gpupaas", "gpupaas-gateway"
+    settings.GATEWAY_IMPLEMENTATION = "traefik"
+    settings.NOTEBOOK_WILDCARD_HOST = "*.nb.gpu.example.com"
+    settings.PORTAL_URL = "https://gpu.example.com"
+    settings.NOTEBOOK_AUTH_URL = "http://gpupaas-web.gpupaas.svc/notebooks/auth/"
+    image = ImageFactory(
+        name="nb", kind="notebook", reference="quay.io/jupyter/base-notebook:2024-12-02"
+    )
+    workload = admitted(
+        team, kind=wl.KIND_NOTEBOOK, priority_class="development", image=image, params={}
+    )
+    services.workload_reconcile(workload_id=workload.pk)
+    workload.refresh_from_db()
+    kinds = {r["kind"] for r in workload.k8s_objects}
+    assert {"HTTPRoute", "Middleware"} <= kinds and "Ingress" not in kinds
+    custom = k8s.CustomObjectsApi(kube_api_client)
+    name = next(r["name"] for r in workload.k8s_objects if r["kind"] == "HTTPRoute")
+    route = custom.get_namespaced_custom_object(
+        "gateway.networking.k8s.io", "v1", team.namespace, "httproutes", name
+    )
+    host = f"{name}.nb.gpu.example.com"
+    assert route["spec"]["hostnames"] == [host]
+    assert route["spec"]["parentRefs"] == [
+        {
+            "group": "gateway.networking.k8s.io",
+            "kind": "Gateway",
+            "namespace": "gpupaas-gateway",
+            "name": "gpupaas",
+        }
+    ]
+    rule = route["spec"]["rules"][0]
+    assert rule["matches"] == [
+        {"path": {"type": "PathPrefix", "value": f"/notebooks/{team.namespace}/{workload.pk}"}}
+    ]
+    assert rule["filters"] == [
+        {
+            "type": "ExtensionRef",
+            "extensionRef": {"group": "traefik.io", "kind": "Middleware", "name": f"{name}-auth"},
+        }
+    ]
+    middleware = custom.get_namespaced_custom_object(
+        "traefik.io", "v1alpha1", team.namespace, "middlewares", f"{name}-auth"
+    )
+    assert middleware["spec"]["forwardAuth"] == {
+        "address": f"http://gpupaas-web.gpupaas.svc/notebooks/auth/{workload.pk}/",
+        "trustForwardHeader": False,
+        "authResponseHeaders": ["Authorization"],
+        "addAuthCookiesToResponse": [f"gpupaas-nb-{workload.pk}"],
+    }
+    location = notebook_location(workload)
+    assert location is not None and location.host == host
+    # Deleted by hand: the next reconcile puts it back.
+    custom.delete_namespaced_custom_object(
+        "gateway.networking.k8s.io", "v1", team.namespace, "httproutes", name
+    )
+    services.workload_reconcile(workload_id=workload.pk)
+    assert custom.get_namespaced_custom_object(
+        "gateway.networking.k8s.io", "v1", team.namespace, "httproutes", name
+    )["spec"]["hostnames"] == [host]
+    # Gone with the notebook.
+    Workload.objects.filter(pk=workload.pk).update(state=wl.CANCELLED)
+    services.workload_reconcile(workload_id=workload.pk)
+    for group, version, plural in (
+        ("gateway.networking.k8s.io", "v1", "httproutes"),
+        ("traefik.io", "v1alpha1", "middlewares"),
+    ):
+        items = custom.list_namespaced_custom_object(
+            group,
+            version,
+            team.namespace,
+            plural,
+            label_selector=f"{m.LABEL_WORKLOAD}={workload.pk}",
+        )["items"]
+        assert items == []
 
 
 def test_logs_tail_and_follow_come_from_the_cluster(team: Team, cluster: Cluster) -> None:

@@ -63,6 +63,8 @@ class Route:
 @pytest.fixture
 def endpoint_host(settings: Any, live_server: Any) -> str:
     """Endpoints get an Ingress on ENDPOINT_HOST whose auth-url is the live portal's."""
+    # The dev gateway routes by Ingresses (ingress-nginx's part): the Ingress form of the route.
+    settings.TRAFFIC_API = "ingress"
     settings.ENDPOINT_HOST = ENDPOINT_HOST
     settings.PORTAL_URL = live_server.url
     settings.ENDPOINT_AUTH_URL = f"{live_server.url}/endpoints/auth/"

@@ -57,6 +57,8 @@ def gateway(
     """The dev gateway routing by the cluster's Ingresses to the pods' IPs, and the portal
     (the live server) set up to publish notebooks on it and answer its auth requests."""
     server, thread = dev_gateway.start(0, kubeconfig=admin_kubeconfig(kubesim), refresh_seconds=0.5)
+    # The dev gateway routes by Ingresses (ingress-nginx's part): the Ingress form of the route.
+    settings.TRAFFIC_API = "ingress"
     settings.NOTEBOOK_HOST = f"http://{NOTEBOOK_HOSTNAME}:{server.server_address[1]}"
     settings.NOTEBOOK_WILDCARD_HOST = ""
     settings.PORTAL_URL = live_server.url

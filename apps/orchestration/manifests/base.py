@@ -39,6 +39,10 @@ LABEL_OWNER_ID = "gpupaas.io/owner-id"
 LABEL_SECRET_SCOPE = "gpupaas.io/secret-scope"  # noqa: S105 - a label name
 
 
+# The signed cookie that lets a person into a notebook on its host (one per notebook).
+NOTEBOOK_COOKIE_PREFIX = "gpupaas-nb-"
+
+
 ANNOTATION_HAMI_UUID = "nvidia.com/use-gpuuuid"
 
 

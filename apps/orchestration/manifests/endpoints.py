@@ -21,6 +21,7 @@ from apps.orchestration.manifests.pods import (
     workload_meta,
     workload_pod_annotations,
 )
+from apps.orchestration.manifests.routes import route_manifests
 from apps.orchestration.manifests.spec import EndpointShape, WorkloadSpec, grace_seconds
 
 ANNOTATION_REVISION = "gpupaas.io/revision"
@@ -176,10 +177,34 @@ def _endpoint_ingress(spec: WorkloadSpec, e: EndpointShape) -> Manifest:
     }
 
 
+def endpoint_auth_url(spec: WorkloadSpec) -> str:
+    """The portal's auth address for this endpoint (it names the endpoint)."""
+    e = spec.endpoint
+    assert e is not None
+    return f"{e.auth_url.rstrip('/')}/{spec.id}/" if e.auth_url else ""
+
+
+def _endpoint_route(spec: WorkloadSpec, e: EndpointShape) -> list[Manifest]:
+    """The endpoint's HTTPRoute on its host: its prefix replaced by ``/`` on the way in, every
+    call authorised by the portal first."""
+    assert e.gateway is not None
+    return route_manifests(
+        spec,
+        e.gateway,
+        hostname=e.host,
+        path=endpoint_path(spec.namespace, spec.id).rstrip("/"),
+        service=spec.base_name,
+        port=ENDPOINT_SERVICE_PORT,
+        auth_url=endpoint_auth_url(spec),
+        rewrite_prefix="/",
+    )
+
+
 def endpoint_manifests(spec: WorkloadSpec) -> list[Manifest]:
     """A Deployment (rolling updates that never take a ready replica away, probes on the health
     path, the production class), a Service, a network policy that lets in only the ingress
-    controller on the server's port, and, with a host, the portal-authorised Ingress.
+    controller on the server's port, and, with a host, its portal-authorised route: an
+    HTTPRoute on the platform's Gateway, or an Ingress (TRAFFIC_API=ingress).
 
     Replicas land on any node of the class (the scheduler accounts them per replica): pinning
     them to the nodes it chose would change the pod template, and so roll out, on every scale.
@@ -188,6 +213,8 @@ def endpoint_manifests(spec: WorkloadSpec) -> list[Manifest]:
     if e is None:
         raise ManifestError("An inference endpoint needs its port and health path.")
     manifests = [_deployment(spec, e), _endpoint_service(spec, e), _ingress_policy(spec, e)]
-    if e.host:
+    if e.host and e.gateway is not None:
+        manifests.extend(_endpoint_route(spec, e))
+    elif e.host:
         manifests.append(_endpoint_ingress(spec, e))
     return manifests

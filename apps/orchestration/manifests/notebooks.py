@@ -15,6 +15,7 @@ from apps.orchestration.manifests.base import (
     LABEL_TEAM,
     LABEL_WORKLOAD,
     MANAGED_BY,
+    NOTEBOOK_COOKIE_PREFIX,
     NOTEBOOK_PORT,
     Manifest,
 )
@@ -25,6 +26,7 @@ from apps.orchestration.manifests.pods import (
     workload_meta,
     workload_pod_annotations,
 )
+from apps.orchestration.manifests.routes import route_manifests
 from apps.orchestration.manifests.spec import WorkloadSpec
 
 
@@ -132,8 +134,35 @@ def _notebook_ingress(spec: WorkloadSpec, base_url: str) -> Manifest:
     }
 
 
+def notebook_route_auth_url(spec: WorkloadSpec) -> str:
+    """The portal's auth address for this notebook's route: it names the notebook, so the
+    portal decides on the notebook the gateway routes to (see manifests.routes)."""
+    if not spec.notebook_auth_url:
+        return ""
+    return f"{spec.notebook_auth_url.rstrip('/')}/{spec.id}/"
+
+
+def _notebook_route(spec: WorkloadSpec, base_url: str) -> list[Manifest]:
+    """The notebook's HTTPRoute on the platform's Gateway (and Traefik's forwardAuth): the
+    Jupyter token comes back from the portal in ``Authorization``, the renewed access cookie
+    goes on to the browser."""
+    assert spec.notebook_gateway is not None
+    return route_manifests(
+        spec,
+        spec.notebook_gateway,
+        hostname=spec.notebook_host,
+        path=base_url.rstrip("/"),
+        service=spec.base_name,
+        port=80,
+        auth_url=notebook_route_auth_url(spec),
+        response_headers=("Authorization",),
+        response_cookies=(f"{NOTEBOOK_COOKIE_PREFIX}{spec.id}",),
+    )
+
+
 def notebook_manifests(spec: WorkloadSpec) -> list[Manifest]:
-    """JupyterLab as a StatefulSet of one, the user's home volume, a Service and an Ingress.
+    """JupyterLab as a StatefulSet of one, the user's home volume, a Service and its route: an
+    HTTPRoute on the platform's Gateway, or an Ingress (TRAFFIC_API=ingress).
 
     The Jupyter token lives in a Secret created by the service (never in the image, the
     manifest or the logs); the pod reads it from the environment.
@@ -148,6 +177,8 @@ def notebook_manifests(spec: WorkloadSpec) -> list[Manifest]:
             "ports": [{"name": "http", "port": 80, "targetPort": NOTEBOOK_PORT}],
         },
     }
+    if spec.notebook_gateway is not None:
+        return [_notebook_statefulset(spec, base_url), service, *_notebook_route(spec, base_url)]
     return [
         _notebook_statefulset(spec, base_url),
         service,

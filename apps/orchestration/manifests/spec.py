@@ -44,6 +44,20 @@ class DatasetMount:
 
 
 @dataclass(frozen=True)
+class GatewayShape:
+    """The Gateway API route of a notebook or endpoint: the Gateway it attaches to (its
+    listener ``section`` when set) and who authorises each request: ``traefik`` (a forwardAuth
+    Middleware through the route's ExtensionRef filter) or ``external-auth`` (Gateway API's
+    ExternalAuth filter, calling the portal's Service ``auth_service``: namespace/name:port)."""
+
+    name: str
+    namespace: str
+    section: str = ""
+    implementation: str = "traefik"
+    auth_service: str = ""
+
+
+@dataclass(frozen=True)
 class EndpointShape:
     """What an inference endpoint's objects state besides a workload's fields."""
 
@@ -64,6 +78,8 @@ class EndpointShape:
     auth_url: str = ""
     tls_secret: str = ""
     ingress_namespace: str = "ingress-nginx"
+    # Set: an HTTPRoute on this Gateway instead of an Ingress.
+    gateway: GatewayShape | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,8 @@ class WorkloadSpec:
     notebook_auth_url: str = ""
     notebook_signin_url: str = ""
     notebook_tls_secret: str = ""
+    # Set: the notebook is routed by an HTTPRoute on this Gateway instead of an Ingress.
+    notebook_gateway: GatewayShape | None = None
     home_claim: str = ""
     home_size: str = "20Gi"
     # Seconds a preempted pod gets to checkpoint (as configured; the scheduler waits as long).

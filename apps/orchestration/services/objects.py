@@ -57,6 +57,10 @@ WORKLOAD_KINDS = (
     ("apps/v1", "Deployment"),
     ("v1", "Service"),
     ("networking.k8s.io/v1", "Ingress"),
+    # Gateway API (TRAFFIC_API=gateway-api): a notebook's or an endpoint's route, and
+    # Traefik's forwardAuth beside it. Listed as nothing where the cluster does not serve them.
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    ("traefik.io/v1alpha1", "Middleware"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
     ("v1", "Secret"),
     # A class allocated through DRA: the claim template its pods name (their claims go with

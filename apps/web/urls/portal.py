@@ -105,6 +105,18 @@ urlpatterns = [
     # Asked by the notebooks' ingress (auth-url, auth-signin); namespaces are team-<slug>, so
     # these never meet a notebook's /notebooks/<namespace>/<id>/ path.
     path("notebooks/auth/", notebook_views.notebook_auth, name="notebook-auth"),
+    # Asked by a notebook's Gateway API route, which names the notebook it serves (Traefik's
+    # forwardAuth; an ExternalAuth filter adds the request's own path after it).
+    path(
+        "notebooks/auth/<int:workload_id>/",
+        notebook_views.notebook_route_auth,
+        name="notebook-route-auth",
+    ),
+    path(
+        "notebooks/auth/<int:workload_id>/<path:forwarded>",
+        notebook_views.notebook_route_auth,
+        name="notebook-route-auth-forwarded",
+    ),
     path("notebooks/signin/", notebook_views.notebook_signin, name="notebook-signin"),
     # Asked by the endpoints' ingress (auth-url) with the endpoint's id.
     path("endpoints/auth/<int:workload_id>/", endpoint_views.endpoint_auth, name="endpoint-auth"),

@@ -138,15 +138,57 @@ def _refuse(status: int) -> HttpResponse:
 @csrf_exempt  # it changes nothing but its own cookie, and is asked with the request's method
 @never_cache
 def notebook_auth(request: HttpRequest) -> HttpResponse:
-    """The ingress asks here before every request to a notebook (auth-url).
+    """ingress-nginx asks here before every request to a notebook (auth-url).
 
     200 with ``Authorization: token …`` for the owner and admins of a running notebook; 401
     (the ingress sends the browser to the sign-in) without a valid ticket, cookie or session,
     or while the notebook is not running; 403 for anyone else who is signed in.
     """
+    return _notebook_auth(request, _original_url(request), route_id=None)
+
+
+@csrf_exempt  # it changes nothing but its own cookie, and is asked with the request's method
+@never_cache
+def notebook_route_auth(
+    request: HttpRequest, workload_id: int, forwarded: str = ""
+) -> HttpResponse:
+    """A gateway's route asks here before every request to notebook ``workload_id`` (Traefik's
+    forwardAuth, or Gateway API's ExternalAuth filter with the request's path after this one).
+
+    The answer is about the notebook the route serves: a forwarded URL that names another
+    notebook (a path the gateway normalised differently) is refused 403. As ``notebook_auth``
+    otherwise, except that a browser without access is sent to the sign-in (302) here, as a
+    gateway answers with the portal's own answer.
+    """
     original = _original_url(request)
+    if forwarded and not original:
+        original = _external_auth_url(request, forwarded)
+    return _notebook_auth(request, original, route_id=workload_id)
+
+
+def _external_auth_url(request: HttpRequest, forwarded: str) -> str:
+    """The URL an ExternalAuth filter asks about: the request's own path after the auth path,
+    its host in ``Host`` (read without Django's ALLOWED_HOSTS check: it is only compared with
+    the notebook's stored host, never used to build an answer)."""
+    host = request.META.get("HTTP_HOST", "")
+    proto = request.headers.get("X-Forwarded-Proto", "https")
+    query = request.META.get("QUERY_STRING", "")
+    return f"{proto}://{host}/{forwarded}" + (f"?{query}" if query else "") if host else ""
+
+
+def _signin_redirect(request: HttpRequest, original: str) -> HttpResponse:
+    """Where a gateway sends a browser without access: the portal's sign-in, back to ``original``
+    afterwards (as ingress-nginx's auth-signin does). Only for reads; a script's POST gets 401."""
+    method = request.headers.get("X-Forwarded-Method") or request.method or "GET"
+    if method.upper() not in {"GET", "HEAD"} or not settings.PORTAL_URL:
+        return _refuse(401)
+    target = f"{settings.PORTAL_URL}/notebooks/signin/?{urlencode({'rd': original})}"
+    return _no_store(HttpResponseRedirect(target))
+
+
+def _notebook_auth(request: HttpRequest, original: str, *, route_id: int | None) -> HttpResponse:
     found = access.notebook_for_url(original)
-    if found is None:
+    if found is None or (route_id is not None and found[0].pk != route_id):
         return _refuse(403)
     workload, location = found
     user_id: int | None = None
@@ -164,16 +206,17 @@ def notebook_auth(request: HttpRequest) -> HttpResponse:
         user = User.objects.filter(pk=user_id).first()
     elif request.user.is_authenticated:
         user = _user(request)
+    unauthenticated = _refuse(401) if route_id is None else _signin_redirect(request, original)
     if user is None:
-        return _refuse(401)
+        return unauthenticated
     if not access.may_open(user, workload):
         return _refuse(403)
     if workload.state != core.RUNNING:
-        return _refuse(401)
+        return unauthenticated
     try:
         token = notebook_token_for_ingress(workload)
     except NotebookUnavailable:
-        return _refuse(401)
+        return unauthenticated
     except ClusterError as exc:
         return _refuse(cluster_error_answer(exc)[0])
     response = _no_store(HttpResponse(status=200))

@@ -1,0 +1,195 @@
+"""Traefik, the development cluster's Gateway API implementation, on kubesim: it programs the
+Gateway, serves the routes the portal writes (an HTTPRoute with an ExtensionRef filter naming
+a forwardAuth Middleware), and the authorisation it asks about is the route it serves.
+
+Two notebooks' routes, each asking a recording auth server at its own address (as the
+portal's routes ask ``/notebooks/auth/<id>/``). Every traversal encoding is sent on the first
+notebook's prefix; for each, either Traefik refuses it before asking, or the route that asks
+is named in the auth address, and the forwarded URI names that notebook or none (the portal
+refuses a URI that names no notebook or another one). No backend runs (the Service has no
+ready endpoint): an allowed request ends at Traefik's 503, after the authorisation.
+"""
+
+from __future__ import annotations
+
+import http.server
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config
+
+from apps.orchestration.notebook_access import _PATH_RE
+from deploy.devtools import traefik
+from deploy.devtools.kubesim import Kubesim
+from tests.plugins.kubesim import admin_kubeconfig
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.kubesim
+
+NAMESPACE = "team-gw"
+HOST = "notebooks.gw.test"
+IDS = (101, 102)
+ENCODINGS = (
+    "/notebooks/team-gw/101/../102/",
+    "/notebooks/team-gw/101/%2e%2e/102/",
+    "/notebooks/team-gw/101/%2E%2E/102/",
+    "/notebooks/team-gw/101/..%2f102/",
+    "/notebooks/team-gw/101/..%2F102/",
+    "/notebooks/team-gw/101/..;/102/",
+    "/notebooks/team-gw/101/.%2e/102/",
+    "/notebooks/team-gw/101/..%5c102/",
+    "/notebooks/team-gw/101//../102/",
+    "/notebooks/team-gw/101/./../102/",
+)
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    asked: list[tuple[int, str]] = []
+
+    def do_GET(self) -> None:
+        match = re.fullmatch(r"/auth/(\d+)/", self.path)
+        route = int(match.group(1)) if match else -1
+        Recorder.asked.append((route, self.headers.get("X-Forwarded-Uri", "")))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def auth_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _routes(api_client: Any, auth_url: str) -> None:
+    core = k8s.CoreV1Api(api_client)
+    labels = {"app.kubernetes.io/managed-by": "gpupaas"}
+    core.create_namespace({"metadata": {"name": NAMESPACE, "labels": labels}})
+    custom = k8s.CustomObjectsApi(api_client)
+    for workload_id in IDS:
+        name = f"wl-{workload_id}"
+        core.create_namespaced_service(
+            NAMESPACE,
+            {
+                "metadata": {"name": name},
+                "spec": {"selector": {"app": name}, "ports": [{"port": 80, "targetPort": 8888}]},
+            },
+        )
+        custom.create_namespaced_custom_object(
+            "traefik.io",
+            "v1alpha1",
+            NAMESPACE,
+            "middlewares",
+            {
+                "apiVersion": "traefik.io/v1alpha1",
+                "kind": "Middleware",
+                "metadata": {"name": f"{name}-auth"},
+                "spec": {"forwardAuth": {"address": f"{auth_url}/auth/{workload_id}/"}},
+            },
+        )
+        custom.create_namespaced_custom_object(
+            "gateway.networking.k8s.io",
+            "v1",
+            NAMESPACE,
+            "httproutes",
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "HTTPRoute",
+                "metadata": {"name": name},
+                "spec": {
+                    "parentRefs": [
+                        {"name": traefik.GATEWAY_NAME, "namespace": traefik.GATEWAY_NAMESPACE}
+                    ],
+                    "hostnames": [HOST],
+                    "rules": [
+                        {
+                            "matches": [
+                                {
+                                    "path": {
+                                        "type": "PathPrefix",
+                                        "value": f"/notebooks/{NAMESPACE}/{workload_id}",
+                                    }
+                                }
+                            ],
+                            "filters": [
+                                {
+                                    "type": "ExtensionRef",
+                                    "extensionRef": {
+                                        "group": "traefik.io",
+                                        "kind": "Middleware",
+                                        "name": f"{name}-auth",
+                                    },
+                                }
+                            ],
+                            "backendRefs": [{"name": name, "port": 80}],
+                        }
+                    ],
+                },
+            },
+        )
+
+
+def test_traefik_asks_the_route_it_serves_about_every_traversal(
+    kubesim: Kubesim, auth_server: str, tmp_path: Path
+) -> None:
+    with traefik.running(admin_kubeconfig(kubesim), tmp_path) as proxy:
+        api_client = config.new_client_from_config(config_file=str(admin_kubeconfig(kubesim)))
+        try:
+            _routes(api_client, auth_server)
+            wait_for(
+                lambda: all(
+                    traefik.route_conditions(api_client, NAMESPACE, f"wl-{i}").get("Accepted")
+                    == "True"
+                    for i in IDS
+                ),
+                timeout=30,
+            )
+        finally:
+            api_client.close()
+        with httpx.Client(base_url=proxy.url, headers={"Host": HOST}, timeout=10) as web:
+            # Both routes are served, each after its own authorisation.
+            for workload_id in IDS:
+                Recorder.asked.clear()
+                answer = wait_for(
+                    lambda i=workload_id: (
+                        r := web.get(f"/notebooks/{NAMESPACE}/{i}/lab")
+                    ).status_code
+                    != 404
+                    and r,
+                    timeout=30,
+                )
+                assert answer.status_code == 503  # authorised; no ready backend
+                assert Recorder.asked == [
+                    (workload_id, f"/notebooks/{NAMESPACE}/{workload_id}/lab")
+                ]
+            outcomes = []
+            for raw in ENCODINGS:
+                Recorder.asked.clear()
+                # Sent as written: httpx would normalise the dots itself.
+                request = web.build_request("GET", "/")
+                request.url = request.url.copy_with(raw_path=raw.encode())
+                status = web.send(request).status_code
+                time.sleep(0.05)
+                asked = list(Recorder.asked)
+                outcomes.append((raw, status, asked))
+                for route, forwarded in asked:
+                    named = _PATH_RE.match(forwarded)
+                    # The portal decides on the route's notebook: the URI must name it or none.
+                    assert named is None or int(named["id"]) == route, (raw, route, forwarded)
+                if not asked:
+                    assert status in (400, 404), (raw, status)
+            print(outcomes)
