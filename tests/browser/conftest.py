@@ -142,6 +142,9 @@ def platform(
         setattr(settings, key, value)
     settings.OIDC_ENABLED = True
     settings.NOTEBOOK_HOST = NOTEBOOK_HOST
+    # As the settings require with a notebook host: the gateway asks the portal about every
+    # request (without it no route is made: a notebook is never published unguarded).
+    settings.NOTEBOOK_AUTH_URL = f"{live_server.url}/notebooks/auth/"
     settings.OIDC_ADMIN_GROUPS = ["gpupaas-admins"]
     settings.AUTHENTICATION_BACKENDS = [
         "apps.accounts.oidc.GpupaasOIDCBackend",

@@ -43,6 +43,8 @@ NOT_PAGES = {
     "workload-clone",
     "workload-open",
     "notebook-auth",
+    "notebook-route-auth",
+    "notebook-route-auth-forwarded",
     "notebook-signin",
     "team-dataset-remove",
     "team-secret-rotate",

@@ -25,7 +25,7 @@ GATEWAY_AUTH_SERVICE = env_str("GATEWAY_AUTH_SERVICE", "")
 # Where the gateway's proxies run (the endpoints' network policy lets in only that namespace).
 GATEWAY_PROXY_NAMESPACE = env_str("GATEWAY_PROXY_NAMESPACE", GATEWAY_NAMESPACE)
 
-TRAFFIC_APIS = ("gateway-api", "ingress")
+_traffic_apis = ("gateway-api", "ingress")
 
 
 def _valid_service(value: str) -> bool:
@@ -35,15 +35,15 @@ def _valid_service(value: str) -> bool:
     return bool(namespace and name and port.isdigit())
 
 
-GATEWAY_IMPLEMENTATIONS = ("traefik", "external-auth")
-if TRAFFIC_API not in TRAFFIC_APIS:
+_implementations = ("traefik", "external-auth")
+if TRAFFIC_API not in _traffic_apis:
     raise ImproperlyConfigured(
-        f"TRAFFIC_API={TRAFFIC_API!r} is not one of {', '.join(TRAFFIC_APIS)}."
+        f"TRAFFIC_API={TRAFFIC_API!r} is not one of {', '.join(_traffic_apis)}."
     )
-if GATEWAY_IMPLEMENTATION not in GATEWAY_IMPLEMENTATIONS:
+if GATEWAY_IMPLEMENTATION not in _implementations:
     raise ImproperlyConfigured(
         f"GATEWAY_IMPLEMENTATION={GATEWAY_IMPLEMENTATION!r} is not one of "
-        f"{', '.join(GATEWAY_IMPLEMENTATIONS)}."
+        f"{', '.join(_implementations)}."
     )
 if TRAFFIC_API == "gateway-api" and not (GATEWAY_NAME and GATEWAY_NAMESPACE):
     raise ImproperlyConfigured("TRAFFIC_API=gateway-api needs GATEWAY_NAME and GATEWAY_NAMESPACE.")
