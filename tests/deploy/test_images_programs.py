@@ -318,6 +318,41 @@ def test_sampling_with_a_seed_repeats_and_stop_ends_early(server: Server) -> Non
     assert stopped["finish_reason"] == "stop"
 
 
+def stream(server: Server, path: str, body: dict[str, Any]) -> tuple[str, list[Any]]:
+    """A streamed call: its content type and its events, in order."""
+    request = urllib.request.Request(  # noqa: S310 - the test's own server
+        server.url + path,
+        data=json.dumps({**body, "stream": True}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        lines = response.read().decode().split("\n\n")
+        kind = response.headers["Content-Type"]
+    events = [line.removeprefix("data: ") for line in lines if line]
+    assert events[-1] == "[DONE]"
+    return kind, [json.loads(e) for e in events[:-1]]
+
+
+def test_streamed_completions_are_server_sent_events_of_the_same_text(server: Server) -> None:
+    body = {"prompt": "The keeper", "max_tokens": 24, "temperature": 0}
+    whole = post(server, "/v1/completions", body)[1]["choices"][0]["text"]
+
+    kind, events = stream(server, "/v1/completions", body)
+    _, chat = stream(
+        server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "The keeper"}]}
+    )
+
+    assert kind == "text/event-stream"
+    assert len(events) == 25  # one per character, then the one that says why it ended
+    assert "".join(e["choices"][0]["text"] for e in events) == whole
+    assert events[-1]["choices"][0]["finish_reason"] == "length"
+    assert {e["id"] for e in events} == {events[0]["id"]}
+    assert all(e["object"] == "chat.completion.chunk" for e in chat)
+    assert chat[0]["choices"][0]["delta"]["content"]
+    assert post(server, "/v1/completions", {**body, "stream": True, "n": 2})[0] == 400
+
+
 def test_bad_requests_get_openai_style_errors(server: Server) -> None:
     code, body = post(server, "/v1/completions", {"prompt": "x", "max_tokens": 0})
 

@@ -21,8 +21,9 @@ Endpoints:
 Configuration, as the platform's endpoint manifests give it: ``GPUPAAS_PORT`` (default 8000),
 ``GPUPAAS_MODEL_PATH`` (a ``model.json`` of this program; anything else is reported and the
 built-in model served). vLLM's ``--host``, ``--port``, ``--model`` and ``--served-model-name``
-are understood, other vLLM options are reported and ignored. ``GPUPAAS_TOKEN_DELAY_SECONDS``
-adds time per generated token (to stand in for a GPU's work in tests).
+are understood, other vLLM options are reported and ignored. ``MODEL_TOKEN_DELAY_SECONDS``
+adds time per generated token (to stand in for a GPU's work in tests; a name the platform lets a
+user set).
 
 SIGTERM: the server stops accepting connections, answers every request already in flight and
 exits 0, so a rolling update loses no request that reached it.
@@ -38,7 +39,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
@@ -125,20 +126,21 @@ class CharModel:
                 weight += w
         return mixed / weight
 
-    def generate(
+    def tokens(
         self,
         prompt: str,
         max_tokens: int,
         temperature: float,
         top_p: float,
         rng: np.random.Generator,
-        stop: list[str],
         delay: float = 0.0,
-    ) -> tuple[str, str]:
+    ) -> Iterator[str]:
+        """The generated characters one by one, ``delay`` seconds apart (a GPU's pace)."""
         context = [self.index.get(c) for c in self.normalise(prompt)[-2:]]
         context = [None] * (2 - len(context)) + context
-        out: list[str] = []
-        for _ in range(max_tokens):
+        for number in range(max_tokens):
+            if delay and number:
+                time.sleep(delay)
             p = self.distribution(context[-2], context[-1])
             if temperature <= 0:
                 nxt = int(np.argmax(p))  # the first of equal maxima: deterministic
@@ -152,10 +154,22 @@ class CharModel:
                     mask[keep] = p[keep]
                     p = mask / mask.sum()
                 nxt = int(rng.choice(len(p), p=p))
-            out.append(self.vocab[nxt])
             context = [context[-1], nxt]
-            if delay:
-                time.sleep(delay)
+            yield self.vocab[nxt]
+
+    def generate(
+        self,
+        prompt: str,
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        rng: np.random.Generator,
+        stop: list[str],
+        delay: float = 0.0,
+    ) -> tuple[str, str]:
+        out: list[str] = []
+        for piece in self.tokens(prompt, max_tokens, temperature, top_p, rng, delay):
+            out.append(piece)
             text = "".join(out)
             for s in stop:
                 if s and s in text:
@@ -379,15 +393,8 @@ class Handler(BaseHTTPRequestHandler):
         ]
         self._json(200, {"object": "list", "data": data})
 
-    def _generate(
-        self, body: dict[str, Any], prompts: list[str]
-    ) -> tuple[list[tuple[str, str]], int]:
-        if body.get("stream"):
-            raise BadRequest("stream is not supported by this server")
-        max_tokens = _integer(body, "max_tokens", 16, 1, MAX_TOKENS)
-        temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
-        top_p = _number(body, "top_p", 1.0, 1e-9, 1.0)
-        n = _integer(body, "n", 1, 1, 16)
+    def _sampling(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The sampling parameters of a request, checked."""
         seed = body.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise BadRequest("seed must be a non-negative integer")
@@ -395,16 +402,72 @@ class Handler(BaseHTTPRequestHandler):
         stop = [stop] if isinstance(stop, str) else stop
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
             raise BadRequest("stop must be a string or a list of strings")
-        rng = np.random.default_rng(seed)
+        return {
+            "max_tokens": _integer(body, "max_tokens", 16, 1, MAX_TOKENS),
+            "temperature": _number(body, "temperature", 1.0, 0.0, 2.0),
+            "top_p": _number(body, "top_p", 1.0, 1e-9, 1.0),
+            "n": _integer(body, "n", 1, 1, 16),
+            "rng": np.random.default_rng(seed),
+            "stop": stop,
+        }
+
+    def _generate(
+        self, body: dict[str, Any], prompts: list[str]
+    ) -> tuple[list[tuple[str, str]], int]:
+        sampling = self._sampling(body)
         model = self.server.model
         results = [
-            model.generate(p, max_tokens, temperature, top_p, rng, stop, self.server.delay)
+            model.generate(
+                p,
+                sampling["max_tokens"],
+                sampling["temperature"],
+                sampling["top_p"],
+                sampling["rng"],
+                sampling["stop"],
+                self.server.delay,
+            )
             for p in prompts
-            for _ in range(n)
+            for _ in range(sampling["n"])
         ]
         prompt_tokens = sum(len(p) for p in prompts)
         self.server.stats.tokens(prompt_tokens, sum(len(t) for t, _ in results))
         return results, prompt_tokens
+
+    def _stream(
+        self, body: dict[str, Any], prompt: str, chunk: Callable[[str, str | None], Any]
+    ) -> None:
+        """Server-sent events, one per generated character as it is made (``data: {...}``),
+        then ``data: [DONE]``; the connection ends the response (no length is known)."""
+        sampling = self._sampling(body)
+        if sampling["n"] != 1 or sampling["stop"]:
+            raise BadRequest("stream answers one choice without stop strings")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self._code = 200
+        self.close_connection = True
+        generated = 0
+        pieces = self.server.model.tokens(
+            prompt,
+            sampling["max_tokens"],
+            sampling["temperature"],
+            sampling["top_p"],
+            sampling["rng"],
+            self.server.delay,
+        )
+        for piece in pieces:
+            generated += 1
+            self._event(chunk(piece, None))
+        self._event(chunk("", "length"))
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.server.stats.tokens(len(prompt), generated)
+
+    def _event(self, data: Any) -> None:
+        self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+        self.wfile.flush()
 
     def _model_name(self, body: dict[str, Any]) -> str:
         # Any name is answered (the deployment names the model, not the caller); it is echoed.
@@ -430,6 +493,28 @@ class Handler(BaseHTTPRequestHandler):
             or not all(isinstance(p, str) for p in prompts)
         ):
             raise BadRequest("prompt must be a string or a non-empty list of strings")
+        if body.get("stream"):
+            if len(prompts) != 1:
+                raise BadRequest("stream answers one prompt")
+            ident, created, name = (
+                f"cmpl-{uuid.uuid4().hex}",
+                int(time.time()),
+                self._model_name(body),
+            )
+            self._stream(
+                body,
+                prompts[0],
+                lambda text, reason: {
+                    "id": ident,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": name,
+                    "choices": [
+                        {"text": text, "index": 0, "logprobs": None, "finish_reason": reason}
+                    ],
+                },
+            )
+            return
         results, prompt_tokens = self._generate(body, prompts)
         choices = [
             {"text": text, "index": i, "logprobs": None, "finish_reason": reason}
@@ -456,6 +541,30 @@ class Handler(BaseHTTPRequestHandler):
             or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages)
         ):
             raise BadRequest("messages must be a non-empty list of {role, content}")
+        if body.get("stream"):
+            ident, created, name = (
+                f"chatcmpl-{uuid.uuid4().hex}",
+                int(time.time()),
+                self._model_name(body),
+            )
+            self._stream(
+                body,
+                messages[-1]["content"],
+                lambda text, reason: {
+                    "id": ident,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": name,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"content": text} if text else {},
+                            "finish_reason": reason,
+                        }
+                    ],
+                },
+            )
+            return
         results, prompt_tokens = self._generate(body, [messages[-1]["content"]])
         choices = [
             {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": reason}
@@ -510,7 +619,7 @@ def serve_command(argv: list[str]) -> int:
     p.add_argument(
         "--token-delay",
         type=float,
-        default=float(os.environ.get("GPUPAAS_TOKEN_DELAY_SECONDS") or 0),
+        default=float(os.environ.get("MODEL_TOKEN_DELAY_SECONDS") or 0),
         help="seconds per generated token",
     )
     args, ignored = p.parse_known_args(argv)
