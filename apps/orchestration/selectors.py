@@ -97,7 +97,16 @@ def team_spec(team: Team) -> m.TeamSpec:
         storage_quota=settings.TEAM_STORAGE_QUOTA,
         portal_service_account=settings.K8S_PORTAL_SERVICE_ACCOUNT,
         portal_team_role=settings.K8S_PORTAL_TEAM_ROLE,
+        gateway=gateway_shape(),
+        endpoint_host=endpoint_route_host(),
+        endpoint_auth_url=settings.ENDPOINT_AUTH_URL,
     )
+
+
+def endpoint_route_host() -> str:
+    """The endpoint host as a route names it: without scheme or port (development serves
+    endpoints on one, e.g. ENDPOINT_HOST=http://serve.localhost:8890)."""
+    return settings.ENDPOINT_HOST.split("://")[-1].rstrip("/").rsplit(":", 1)[0]
 
 
 def placement_replicas(
@@ -265,7 +274,7 @@ def endpoint_shape(workload: Workload) -> m.EndpointShape | None:
     recorded = (workload.params or {}).get("endpoint")
     if workload.kind != wl.KIND_INFERENCE or not isinstance(recorded, Mapping):
         return None
-    host = settings.ENDPOINT_HOST.split("://")[-1].rstrip("/")
+    host = endpoint_route_host()
     return m.EndpointShape(
         port=int(recorded.get("port") or 8000),
         health_path=str(recorded.get("health_path") or "/health"),

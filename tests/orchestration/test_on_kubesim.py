@@ -575,6 +575,47 @@ def test_notebook_route_is_an_httproute_on_the_gateway_guarded_by_forward_auth(
         assert items == []
 
 
+def test_a_teams_unknown_endpoint_route_is_made_and_kept_by_drift_repair(
+    team: Team, cluster: Cluster, kube_api_client: Any, settings: Any
+) -> None:
+    """With endpoints on the Gateway, a team namespace holds the route (and its Service and
+    forwardAuth) that answers for endpoint ids that do not exist; the API server accepts them,
+    drift repair adds them where they are missing and puts back one deleted by hand, and finds
+    nothing to do once they are there."""
+    settings.TRAFFIC_API = "gateway-api"
+    settings.GATEWAY_NAME, settings.GATEWAY_NAMESPACE = "gpupaas", "gpupaas-gateway"
+    settings.GATEWAY_IMPLEMENTATION = "traefik"
+    settings.ENDPOINT_HOST = "serve.gpu.example.com"
+    settings.ENDPOINT_AUTH_URL = "http://gpupaas-web.gpupaas.svc/endpoints/auth/"
+    custom = k8s.CustomObjectsApi(kube_api_client)
+    name = "gpupaas-unknown-endpoint"
+
+    first = services.drift_repair_pass(cluster=cluster)
+    made = {(a.kind, a.name) for a in first.repaired if a.namespace == team.namespace}
+    assert {("Service", name), ("HTTPRoute", name), ("Middleware", name)} <= made, first
+    route = custom.get_namespaced_custom_object(
+        "gateway.networking.k8s.io", "v1", team.namespace, "httproutes", name
+    )
+    assert route["spec"]["hostnames"] == ["serve.gpu.example.com"]
+    assert route["spec"]["rules"][0]["matches"][0]["path"]["value"] == (
+        f"/endpoints/{team.namespace}"
+    )
+    middleware = custom.get_namespaced_custom_object(
+        "traefik.io", "v1alpha1", team.namespace, "middlewares", name
+    )
+    assert middleware["spec"]["forwardAuth"]["address"] == (
+        "http://gpupaas-web.gpupaas.svc/endpoints/auth/0/"
+    )
+    again = services.drift_repair_pass(cluster=cluster)
+    assert not [a for a in again.repaired if a.namespace == team.namespace], again
+    custom.delete_namespaced_custom_object(
+        "gateway.networking.k8s.io", "v1", team.namespace, "httproutes", name
+    )
+    restored = services.drift_repair_pass(cluster=cluster)
+    assert ("HTTPRoute", name) in {(a.kind, a.name) for a in restored.repaired}
+    assert restored.failed == []
+
+
 def test_logs_tail_and_follow_come_from_the_cluster(team: Team, cluster: Cluster) -> None:
     from apps.orchestration.cluster_reads import LogsUnavailable, workload_events, workload_logs
 

@@ -108,3 +108,39 @@ def test_no_auth_address_no_route() -> None:
         )
         == []
     )
+
+
+def test_a_team_with_endpoints_on_the_gateway_has_a_route_for_the_ids_that_do_not_exist() -> None:
+    """Its endpoint paths that name no endpoint go to the portal's answer for endpoint 0 (none
+    has that id), the one a wrong key gets, instead of the gateway's own 404."""
+    team = m.TeamSpec(
+        slug="vision",
+        namespace="team-vision",
+        gateway=GATEWAY,
+        endpoint_host="serve.example.com",
+        endpoint_auth_url="http://portal.example.com/endpoints/auth/",
+    )
+    objects = {
+        o["kind"]: o
+        for o in m.team_manifests(team)
+        if o["metadata"]["name"] == ("gpupaas-unknown-endpoint")
+    }
+    assert set(objects) == {"Service", "HTTPRoute", "Middleware"}
+    assert "selector" not in objects["Service"]["spec"]  # no pod is ever behind it
+    route = objects["HTTPRoute"]["spec"]
+    assert route["hostnames"] == ["serve.example.com"]
+    (rule,) = route["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/endpoints/team-vision"}}]
+    assert rule["filters"][0]["extensionRef"]["name"] == "gpupaas-unknown-endpoint"
+    assert objects["Middleware"]["spec"]["forwardAuth"]["address"] == (
+        "http://portal.example.com/endpoints/auth/0/"
+    )
+    # An endpoint's own route is longer, so it keeps its calls.
+    endpoint_route = next(
+        o for o in m.endpoint_manifests(endpoint_spec(gateway=GATEWAY)) if o["kind"] == "HTTPRoute"
+    )
+    own = endpoint_route["spec"]["rules"][0]["matches"][0]["path"]["value"]
+    assert own.startswith(rule["matches"][0]["path"]["value"] + "/")
+    # Without a Gateway or an endpoint host: nothing.
+    for other in (replace(team, gateway=None), replace(team, endpoint_host="")):
+        assert not [o for o in m.team_manifests(other) if o["kind"] == "HTTPRoute"]

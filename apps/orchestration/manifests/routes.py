@@ -50,13 +50,14 @@ def _auth_path(auth_url: str) -> str:
 
 
 def auth_filter(
-    spec: WorkloadSpec,
+    middleware: str,
     gateway: GatewayShape,
     *,
     auth_url: str,
     response_headers: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The route filter that makes the gateway ask ``auth_url`` about every request."""
+    """The route filter that makes the gateway ask ``auth_url`` about every request (for
+    Traefik, through the Middleware named ``middleware`` in the route's namespace)."""
     if gateway.implementation == IMPLEMENTATION_EXTERNAL_AUTH:
         http: dict[str, Any] = {"path": _auth_path(auth_url)}
         if response_headers:
@@ -74,13 +75,13 @@ def auth_filter(
         "extensionRef": {
             "group": TRAEFIK_GROUP,
             "kind": "Middleware",
-            "name": spec.base_name + AUTH_SUFFIX,
+            "name": middleware,
         },
     }
 
 
 def forward_auth_middleware(
-    spec: WorkloadSpec,
+    metadata: dict[str, Any],
     *,
     auth_url: str,
     response_headers: Sequence[str] = (),
@@ -96,13 +97,13 @@ def forward_auth_middleware(
     return {
         "apiVersion": MIDDLEWARE_API_VERSION,
         "kind": "Middleware",
-        "metadata": workload_meta(spec, AUTH_SUFFIX),
+        "metadata": metadata,
         "spec": {"forwardAuth": forward},
     }
 
 
 def http_route(
-    spec: WorkloadSpec,
+    metadata: dict[str, Any],
     gateway: GatewayShape,
     *,
     hostname: str,
@@ -136,7 +137,7 @@ def http_route(
     return {
         "apiVersion": HTTPROUTE_API_VERSION,
         "kind": "HTTPRoute",
-        "metadata": workload_meta(spec),
+        "metadata": metadata,
         "spec": route_spec,
     }
 
@@ -159,7 +160,14 @@ def route_manifests(
     portal never publishes a route it does not guard)."""
     if not auth_url:
         return []
-    filters = [auth_filter(spec, gateway, auth_url=auth_url, response_headers=response_headers)]
+    filters = [
+        auth_filter(
+            spec.base_name + AUTH_SUFFIX,
+            gateway,
+            auth_url=auth_url,
+            response_headers=response_headers,
+        )
+    ]
     if rewrite_prefix is not None:
         filters.append(
             {
@@ -171,16 +179,61 @@ def route_manifests(
         )
     manifests = [
         http_route(
-            spec, gateway, hostname=hostname, path=path, service=service, port=port, filters=filters
+            workload_meta(spec),
+            gateway,
+            hostname=hostname,
+            path=path,
+            service=service,
+            port=port,
+            filters=filters,
         )
     ]
     if gateway.implementation == IMPLEMENTATION_TRAEFIK:
         manifests.append(
             forward_auth_middleware(
-                spec,
+                workload_meta(spec, AUTH_SUFFIX),
                 auth_url=auth_url,
                 response_headers=response_headers,
                 response_cookies=response_cookies,
             )
         )
+    return manifests
+
+
+# A team's endpoint paths that name no endpoint: the gateway would answer its own 404 there
+# and a 401 where the endpoint exists, telling anyone which endpoints exist. One route per
+# team namespace takes the rest of its prefix (the longest prefix wins, so each endpoint's own
+# route keeps its calls) and asks the portal about endpoint 0, which never exists: the answer
+# is the portal's, the same as for a wrong key (and a guess counts as one). Its Service has no
+# endpoints and is never reached.
+UNKNOWN_ENDPOINT = "gpupaas-unknown-endpoint"
+
+
+def unknown_endpoint_manifests(
+    metadata: dict[str, Any],
+    gateway: GatewayShape,
+    *,
+    hostname: str,
+    path: str,
+    auth_url: str,
+) -> list[Manifest]:
+    """The Service, the HTTPRoute (``path`` on ``hostname``) and, for Traefik, the
+    forwardAuth Middleware that answer for endpoints that do not exist; ``metadata`` names
+    them (the same name for all three) in the team's namespace."""
+    if not (hostname and auth_url):
+        return []
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80}]},
+    }
+    name = str(metadata["name"])
+    filters = [auth_filter(name, gateway, auth_url=auth_url)]
+    route = http_route(
+        metadata, gateway, hostname=hostname, path=path, service=name, port=80, filters=filters
+    )
+    manifests = [service, route]
+    if gateway.implementation == IMPLEMENTATION_TRAEFIK:
+        manifests.append(forward_auth_middleware(metadata, auth_url=auth_url))
     return manifests

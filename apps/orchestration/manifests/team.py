@@ -27,6 +27,9 @@ from apps.orchestration.manifests.base import (
     priority_class_name,
     team_claim_name,
 )
+from apps.orchestration.manifests.endpoints import endpoint_path
+from apps.orchestration.manifests.routes import UNKNOWN_ENDPOINT, unknown_endpoint_manifests
+from apps.orchestration.manifests.spec import GatewayShape
 from apps.workloads import core as wl
 
 
@@ -72,6 +75,12 @@ class TeamSpec:
     # else. Empty: the portal runs with a kubeconfig that already may do everything.
     portal_service_account: str = ""
     portal_team_role: str = ""
+    # Endpoints on the platform's Gateway (``gateway`` set, with the endpoint host and the
+    # portal's endpoint auth address): the namespace's endpoint paths that name no endpoint
+    # are answered by the portal as a wrong key is (manifests.routes.UNKNOWN_ENDPOINT).
+    gateway: GatewayShape | None = None
+    endpoint_host: str = ""
+    endpoint_auth_url: str = ""
 
 
 PORTAL_ROLE_BINDING = "gpupaas-portal"
@@ -246,6 +255,20 @@ def _network_policies(team: TeamSpec) -> list[Manifest]:
     ]
 
 
+def unknown_endpoint_route(team: TeamSpec) -> list[Manifest]:
+    """The route that answers for the team's endpoints that do not exist (none without a
+    Gateway or an endpoint host)."""
+    if team.gateway is None or not (team.endpoint_host and team.endpoint_auth_url):
+        return []
+    return unknown_endpoint_manifests(
+        object_meta(UNKNOWN_ENDPOINT, team.namespace, **{LABEL_TEAM: team.slug}),
+        team.gateway,
+        hostname=team.endpoint_host,
+        path=endpoint_path(team.namespace, 0).removesuffix("0/").rstrip("/"),
+        auth_url=f"{team.endpoint_auth_url.rstrip('/')}/0/",
+    )
+
+
 def team_manifests(team: TeamSpec) -> list[Manifest]:
     """Everything a team namespace needs, in the order it should be applied."""
     return [
@@ -257,6 +280,7 @@ def team_manifests(team: TeamSpec) -> list[Manifest]:
         *_network_policies(team),
         # After the quota, which counts it.
         *([team_volume_manifest(team)] if team.volume_size else []),
+        *unknown_endpoint_route(team),
     ]
 
 
