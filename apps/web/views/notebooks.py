@@ -131,8 +131,17 @@ def _original_url(request: HttpRequest) -> str:
     return f"{proto}://{host}{uri}" if host and uri else ""
 
 
+_REFUSALS = {
+    401: "Open this notebook from its page in the portal.",
+    403: "This notebook opens for its owner and platform admins only.",
+}
+
+
 def _refuse(status: int) -> HttpResponse:
-    return _no_store(HttpResponse(status=status))
+    """The answer the gateway passes on to the browser as it is: a short reason in words (a
+    browser shows an empty error answer as its own failure page)."""
+    reason = _REFUSALS.get(status, "The notebook cannot be reached right now; try again soon.")
+    return _no_store(HttpResponse(reason + "\n", status=status, content_type="text/plain"))
 
 
 @csrf_exempt  # it changes nothing but its own cookie, and is asked with the request's method
