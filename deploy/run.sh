@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the portal at http://127.0.0.1:8000 with demo data on local defaults: SQLite (unless
 # DATABASE_URL is set), a local Redis, a Celery worker with beat, and the simulated
-# Kubernetes cluster (deploy/kubesim, built on first use) in the background.
+# Kubernetes cluster (deploy/kubesim, built on first use) in the background, with its gateway
+# on 127.0.0.1:8890 (Traefik on Gateway API where the nodes are real; the dev gateway otherwise).
 #   KUBESIM=0   skip the simulated cluster
 #   REAL_NODES=auto|1|0   real nodes in the cluster (pods really run): on where the machine
 #               allows it (root, Debian's containerd/runc installable); 0 turns them off
@@ -97,15 +98,29 @@ if [ "${KUBESIM:-1}" = 1 ]; then
       pids+=($!)
       export PROMETHEUS_URL="${PROMETHEUS_URL:-http://127.0.0.1:9090}"
     fi
-    # The ingress of development: the dev gateway does ingress-nginx's part with the cluster's
-    # Ingresses (asking the portal's auth endpoint about every request) and proxies to the pods'
-    # IPs; pods on simulated nodes run no containers, so for those it answers with a stand-in
-    # page (--stand-in) and "Open notebook" still leads somewhere. Browsers take *.localhost
-    # for this machine.
-    "$PY" -m deploy.devtools.dev_gateway --port 8890 --kubeconfig "$kubeconfig" --stand-in \
-      > "$VAR/log/dev-gateway.log" 2>&1 &
-    pids+=($!)
+    if [ ${#real[@]} -gt 0 ]; then
+      # The gateway of development: Traefik serves the platform's Gateway (Gateway API) on
+      # loopback port 8890, each notebook's and endpoint's HTTPRoute asking the portal about
+      # every request (forwardAuth). Built once from its Go module (~18 min cold on 2 cores;
+      # cached by version under ~/.cache/gpupaas/traefik).
+      (while [ ! -f "$VAR/kubesim/READY" ]; do sleep 2; done
+       "$PY" -m deploy.devtools.traefik up --kubeconfig "$kubeconfig" --port 8890 \
+         --data-dir "$VAR/traefik") > "$VAR/log/traefik.log" 2>&1 &
+      pids+=($!)
+      export TRAFFIC_API="${TRAFFIC_API:-gateway-api}"
+    else
+      # Pods on simulated nodes run no containers: the dev gateway does ingress-nginx's part
+      # with the cluster's Ingresses (TRAFFIC_API=ingress) and answers for those pods with a
+      # stand-in page (--stand-in), so "Open notebook" still leads somewhere.
+      "$PY" -m deploy.devtools.dev_gateway --port 8890 --kubeconfig "$kubeconfig" --stand-in \
+        > "$VAR/log/dev-gateway.log" 2>&1 &
+      pids+=($!)
+      export TRAFFIC_API="${TRAFFIC_API:-ingress}"
+    fi
+    # Browsers take *.localhost for this machine: notebooks and endpoints at the URLs the
+    # portal shows, through the gateway on 8890.
     export NOTEBOOK_HOST="${NOTEBOOK_HOST:-http://notebooks.localhost:8890}"
+    export ENDPOINT_HOST="${ENDPOINT_HOST:-http://serve.localhost:8890}"
     export PORTAL_URL="${PORTAL_URL:-http://127.0.0.1:$PORT}"
   else
     log "Go is not installed: running without the simulated cluster"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
@@ -27,8 +28,10 @@ from apps.orchestration import services
 from apps.orchestration.clusters import forget_clients
 from apps.scheduling.services import scheduling_cycle_run
 from apps.workloads.models import Workload
+from deploy.devtools import traefik
 from deploy.devtools.kubesim import Kubesim
 from tests.factories import TeamFactory, TeamQuotaFactory, UserFactory
+from tests.plugins.kubesim import admin_kubeconfig
 from tests.waiting import wait_for
 
 # The real pool of deploy/kubesim/topologies/realnodes.yaml: 3 nodes × 2 simulated L4s.
@@ -197,7 +200,37 @@ def _short_waits(settings: Any) -> None:
     settings.SCHEDULING_MIN_RUNTIME_BATCH_SECONDS = 0
 
 
-__all__ = ["Api", "Drive", "pods_of", "state_of"]
+@pytest.fixture
+def gateway(
+    kubesim: Kubesim, settings: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[traefik.Traefik]:
+    """Traefik, the development cluster's Gateway API implementation, serving the platform's
+    Gateway on a free loopback port (its access log kept, one JSON object per request); the
+    portal writes HTTPRoutes on it (TRAFFIC_API=gateway-api, the default) whose forwardAuth
+    asks the portal about every request."""
+    settings.TRAFFIC_API = "gateway-api"
+    settings.GATEWAY_IMPLEMENTATION = "traefik"
+    settings.GATEWAY_NAME = traefik.GATEWAY_NAME
+    settings.GATEWAY_NAMESPACE = traefik.GATEWAY_NAMESPACE
+    settings.GATEWAY_LISTENER = ""
+    work = tmp_path_factory.mktemp("traefik")
+    with traefik.running(admin_kubeconfig(kubesim), work, access_log=True) as proxy:
+        yield proxy
+        assert proxy.running(), proxy.log_tail()
+
+
+def route_served(proxy: traefik.Traefik, host: str, path: str) -> Callable[[], bool]:
+    """Whether Traefik serves a route for ``path`` on ``host`` yet: anything but its own 404
+    (an unauthorised request is answered by the portal's 302 or 401 once the route is in)."""
+
+    def served() -> bool:
+        with httpx.Client(base_url=proxy.url, headers={"Host": host}, timeout=10) as web:
+            return web.get(path, follow_redirects=False).status_code != 404
+
+    return served
+
+
+__all__ = ["Api", "Drive", "pods_of", "route_served", "state_of"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

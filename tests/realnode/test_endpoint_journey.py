@@ -1,19 +1,21 @@
 """An inference endpoint on real nodes, through the portal's own doors: a lead deploys the
 serving image on the L4 class through the API, makes a key through the API, and the real model
 server answers through the endpoint's route with that key; a rolling update under a stream of
-calls loses none of them.
+calls loses none of them; a streamed completion comes through as it is generated; a revoked
+key, no key and another endpoint's key are refused, and guessing is answered 429.
 
-The route is the endpoint's Ingress as the portal wrote it, served by the development gateway
-(deploy/devtools/dev_gateway.py: ingress-nginx's part with the same objects) started on a free
-port against a live portal: the path matched by the Ingress's regex and rewritten by its
-``rewrite-target``, the portal's ``auth-url`` asked before every call with the call's own
-headers, the call proxied to a ready address of the backend Service's EndpointSlices (pod IPs,
-which the host reaches).
+The route is the endpoint's HTTPRoute as the portal wrote it, on the platform's Gateway served
+by Traefik (the development cluster's Gateway API implementation) against a live portal: the
+path prefix replaced by ``/`` on the way in, the portal asked before every call (Traefik's
+forwardAuth, with the call's own headers and the caller's address in ``X-Forwarded-For``), the
+call proxied to a ready address of the backend Service's EndpointSlices (pod IPs, which the
+host reaches).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -25,63 +27,68 @@ import pytest
 from kubernetes import client as k8s
 
 from apps.accounts.models import Team, User
-from apps.catalog.models import GpuClass, Image
+from apps.catalog.models import Cluster, GpuClass, Image
+from apps.common.ratelimit import rate_limiter
 from apps.orchestration import manifests as m
+from apps.orchestration import services
 from apps.workloads.models import Workload
-from deploy.devtools import dev_gateway
-from deploy.devtools.kubesim import Kubesim
-from tests.plugins.kubesim import admin_kubeconfig
+from deploy.devtools import traefik
 from tests.realnode.conftest import Api, Drive, pods_of
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.realnode]
 
 ENDPOINT_HOST = "serve.gpupaas.test"
+TOKEN_DELAY = 0.02  # seconds per generated character: a GPU's pace, so a stream takes a while
+GUESSES = 6  # wrong keys from one address before it is answered 429
 
 
 class Route:
-    """Calls to one endpoint through the development gateway (ingress-nginx's part: the
-    endpoint's Ingress, the portal's auth-url asked for every call, the pods' addresses from the
-    EndpointSlices), as a client outside the cluster makes them."""
+    """Calls to one endpoint through the gateway (the endpoint's HTTPRoute, the portal's
+    forwardAuth asked before every call, the pods' addresses from the EndpointSlices), as a
+    client outside the cluster makes them."""
 
     def __init__(self, gateway_url: str, host: str, namespace: str, workload_id: int) -> None:
         self.base = m.endpoint_path(namespace, workload_id)
         self.http = httpx.Client(
-            base_url=gateway_url, headers={"Host": host}, timeout=httpx.Timeout(60.0)
+            base_url=gateway_url,
+            headers={"Host": host},
+            timeout=httpx.Timeout(60.0),
+            trust_env=False,
         )
 
     def close(self) -> None:
         self.http.close()
 
     def call(
-        self, method: str, path: str, *, key: str | None = None, json: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        key: str | None = None,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return self.http.request(method, f"{self.base}{path}", headers=headers, json=json)
+        sent = {"Authorization": f"Bearer {key}"} if key else {}
+        return self.http.request(
+            method, f"{self.base}{path}", headers={**sent, **(headers or {})}, json=json
+        )
 
 
 @pytest.fixture
-def endpoint_host(settings: Any, live_server: Any) -> str:
-    """Endpoints get an Ingress on ENDPOINT_HOST whose auth-url is the live portal's."""
-    # The dev gateway routes by Ingresses (ingress-nginx's part): the Ingress form of the route.
-    settings.TRAFFIC_API = "ingress"
+def endpoint_host(settings: Any, live_server: Any, gateway: traefik.Traefik) -> str:
+    """Endpoints get an HTTPRoute on ENDPOINT_HOST whose forwardAuth asks the live portal;
+    the portal takes the caller's address from the one proxy in front of it (Traefik)."""
     settings.ENDPOINT_HOST = ENDPOINT_HOST
     settings.PORTAL_URL = live_server.url
     settings.ENDPOINT_AUTH_URL = f"{live_server.url}/endpoints/auth/"
+    settings.TRUSTED_PROXY_COUNT = 1
+    settings.ENDPOINT_KEY_GUESSES = GUESSES
     return ENDPOINT_HOST
 
 
-@pytest.fixture
-def gateway(kubesim: Kubesim, endpoint_host: str) -> Iterator[str]:
-    """The development gateway on a free port, routing by the cluster's Ingresses (read every
-    second, as often as ingress-nginx's controller syncs); its URL."""
-    gw, thread = dev_gateway.start(0, kubeconfig=admin_kubeconfig(kubesim), refresh_seconds=1.0)
-    try:
-        yield gw.url
-    finally:
-        gw.shutdown()
-        gw.server_close()
-        thread.join(timeout=10)
+def json_text(line: str) -> str:
+    return str(json.loads(line.removeprefix("data: "))["choices"][0]["text"])
 
 
 def ready_pods(kube_api_client: k8s.ApiClient, workload: Workload) -> list[Any]:
@@ -156,10 +163,12 @@ class CallLoop:
         assert not thread.is_alive(), "the call loop did not stop"
 
 
-def _deploy(api: Api, lead: User, team: Team, l4: GpuClass, serving: Image) -> Workload:
+def _deploy(
+    api: Api, lead: User, team: Team, l4: GpuClass, serving: Image, name: str = "charlm"
+) -> Workload:
     body = {
         "kind": "inference",
-        "name": "charlm",
+        "name": name,
         "team": team.slug,
         "gpu_class": l4.name,
         "image": serving.name,
@@ -171,6 +180,7 @@ def _deploy(api: Api, lead: User, team: Team, l4: GpuClass, serving: Image) -> W
             "max_replicas": 2,
             "model_path": "/team/models/charlm",
         },
+        "env": {"MODEL_TOKEN_DELAY_SECONDS": str(TOKEN_DELAY)},
     }
     created = api(lead).post("/api/v1/workloads/", body, "json")
     assert created.status_code == 201, created.json()
@@ -187,7 +197,8 @@ def test_the_model_server_answers_through_the_route_with_a_key_and_a_rollout_los
     l4: GpuClass,
     catalog: dict[str, Image],
     endpoint_host: str,
-    gateway: str,
+    gateway: traefik.Traefik,
+    real_cluster: Cluster,
     real_nodes: list[dict[str, Any]],
     settings: Any,
 ) -> None:
@@ -213,15 +224,43 @@ def test_the_model_server_answers_through_the_route_with_a_key_and_a_rollout_los
     assert overview["url"].endswith(m.endpoint_path(team.namespace, endpoint.pk))
     assert [k["name"] for k in overview["keys"]] == ["journey"]
 
-    ingress = k8s.NetworkingV1Api(kube_api_client).read_namespaced_ingress(
-        f"wl-{endpoint.pk}", team.namespace
+    # Its HTTPRoute on the Gateway, accepted by Traefik, with the portal's forwardAuth for this
+    # very endpoint; and a second endpoint of the team, with a key of its own.
+    custom = k8s.CustomObjectsApi(kube_api_client)
+    http_route = custom.get_namespaced_custom_object(
+        "gateway.networking.k8s.io", "v1", team.namespace, "httproutes", f"wl-{endpoint.pk}"
     )
-    assert ingress.spec.rules[0].host == endpoint_host
-    auth_url = ingress.metadata.annotations["nginx.ingress.kubernetes.io/auth-url"]
-    assert auth_url == f"{settings.ENDPOINT_AUTH_URL}{endpoint.pk}/"
+    assert http_route["spec"]["hostnames"] == [endpoint_host]
+    (extension,) = [
+        f for f in http_route["spec"]["rules"][0]["filters"] if f["type"] == "ExtensionRef"
+    ]
+    middleware = custom.get_namespaced_custom_object(
+        "traefik.io", "v1alpha1", team.namespace, "middlewares", extension["extensionRef"]["name"]
+    )
+    assert middleware["spec"]["forwardAuth"]["address"] == (
+        f"{settings.ENDPOINT_AUTH_URL}{endpoint.pk}/"
+    )
+    wait_for(
+        lambda: traefik.route_conditions(kube_api_client, team.namespace, f"wl-{endpoint.pk}").get(
+            "Accepted"
+        )
+        == "True",
+        timeout=60,
+    )
+    # The team's namespace as the portal keeps it with endpoints on the Gateway: drift repair
+    # adds the route for the ids that name no endpoint.
+    repaired = services.drift_repair_pass(cluster=real_cluster)
+    assert "HTTPRoute" in {a.kind for a in repaired.repaired}, repaired
+    other_endpoint = _deploy(api, lead, team, l4, catalog["serving"], name="charlm-b")
+    other_keys = api(lead).post(
+        f"/api/v1/workloads/{other_endpoint.pk}/keys/", {"name": "b"}, "json"
+    )
+    assert other_keys.status_code == 201, other_keys.json()
+    other_key = other_keys.json()["key"]
 
-    route = Route(gateway, endpoint_host, team.namespace, endpoint.pk)
+    route = Route(gateway.url, endpoint_host, team.namespace, endpoint.pk)
     try:
+        wait_for(lambda: complete(route, key, "x", max_tokens=1).status_code == 200, timeout=60)
         # Computed answers: greedy decoding answers the same text twice; another prompt, another.
         first = complete(route, key, "The platform")
         assert first.status_code == 200, first.text
@@ -245,6 +284,44 @@ def test_the_model_server_answers_through_the_route_with_a_key_and_a_rollout_los
         assert wrong.status_code == 401, wrong.text
         health = route.call("GET", "health")
         assert health.status_code == 401, health.text  # the health path is no way around it
+        # Another endpoint's key opens that endpoint, not this one.
+        assert complete(route, other_key, "The platform").status_code == 401
+        # An id that names no endpoint is answered as a wrong key is (the team's route for
+        # them asks the portal), not with the gateway's 404: nobody learns which ids exist.
+        unknown = Route(gateway.url, endpoint_host, team.namespace, endpoint.pk + 1000)
+        try:
+            wait_for(lambda: unknown.call("GET", "v1/models").status_code != 404, timeout=60)
+            nobody = complete(unknown, key, "The platform")
+            wrong = complete(route, f"{key[:-4]}zzzz", "The platform")
+            assert nobody.status_code == wrong.status_code == 401
+            assert nobody.text == wrong.text
+            assert nobody.headers["WWW-Authenticate"] == wrong.headers["WWW-Authenticate"]
+        finally:
+            unknown.close()
+
+        # A streamed completion passes through as it is made: the first characters arrive
+        # long before the last is generated (nothing buffers the whole answer on the way).
+        arrivals: list[float] = []
+        pieces: list[str] = []
+        started = time.monotonic()
+        with route.http.stream(
+            "POST",
+            f"{route.base}v1/completions",
+            headers={"Authorization": f"Bearer {key}"},
+            json={"prompt": "The platform", "max_tokens": 60, "temperature": 0, "stream": True},
+        ) as streamed:
+            assert streamed.status_code == 200
+            assert streamed.headers["content-type"].startswith("text/event-stream")
+            for line in streamed.iter_lines():
+                if line.startswith("data: {"):
+                    arrivals.append(time.monotonic() - started)
+                    pieces.append(json_text(line))
+        assert (
+            "".join(pieces) == complete(route, key, "The platform", 60).json()["choices"][0]["text"]
+        )
+        generating = 59 * TOKEN_DELAY
+        assert arrivals[-1] - arrivals[0] >= 0.8 * generating, arrivals
+        assert arrivals[0] < arrivals[-1] - 0.5 * generating, arrivals
 
         # A rolling update (a new environment: a new revision of the pods) under a stream of
         # calls: a new replica starts and is ready before the old one goes; none is lost.
@@ -281,5 +358,38 @@ def test_the_model_server_answers_through_the_route_with_a_key_and_a_rollout_los
         env = {e.name: e.value for e in new.spec.containers[0].env}
         assert env["MODEL_DTYPE"] == "bf16" and env["GPUPAAS_PORT"] == "8000"
         assert complete(route, key, "The platform").json()["choices"][0]["text"] == text
+
+        # Revoked, the key stops within the portal's remembering time.
+        (made,) = api(lead).get(f"/api/v1/workloads/{endpoint.pk}/keys/").json()
+        revoked = api(lead).delete(f"/api/v1/workloads/{endpoint.pk}/keys/{made['id']}/")
+        assert revoked.status_code == 204, revoked.content
+        wait_for(
+            lambda: complete(route, key, "x", max_tokens=1).status_code == 401,
+            timeout=settings.GATEWAY_AUTH_CACHE_SECONDS + 5,
+        )
+
+        rate_limiter().reset()  # the wrong keys above counted too
+        # Guessing from one address, spread over two endpoints (neither reaches its own
+        # count): the address is answered 429 after GUESSES wrong keys, whatever address it
+        # then writes in X-Forwarded-For (Traefik replaces the header with what it saw).
+        other_route = Route(gateway.url, endpoint_host, team.namespace, other_endpoint.pk)
+        try:
+            for number in range(GUESSES):
+                target = route if number % 2 else other_route
+                guessed = complete(target, f"{key[:-6]}{number:06d}", "x", max_tokens=1)
+                assert guessed.status_code == 401, (number, guessed.text)
+            throttled = complete(route, f"{key[:-6]}zzzzzz", "x", max_tokens=1)
+            assert throttled.status_code == 429, throttled.text
+            assert int(throttled.headers["Retry-After"]) > 0
+            disguised = route.call(
+                "POST",
+                "v1/completions",
+                key=f"{key[:-6]}yyyyyy",
+                json={"prompt": "x", "max_tokens": 1},
+                headers={"X-Forwarded-For": "203.0.113.9"},
+            )
+            assert disguised.status_code == 429, disguised.text
+        finally:
+            other_route.close()
     finally:
         route.close()
