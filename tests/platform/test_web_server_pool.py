@@ -125,6 +125,34 @@ def test_a_burst_of_requests_shares_a_few_pooled_connections(web_server: str) ->
     assert server_backends(name) <= POOL
 
 
+def test_the_gateways_auth_hooks_share_the_same_few_pooled_connections(web_server: str) -> None:
+    """The auth hooks are served by Django's WSGI handler on threads of their own
+    (gpupaas/asgi.py): the same answers, and the same process pool of connections."""
+    name = settings.DATABASES["default"]["NAME"]
+
+    def call(n: int) -> httpx.Response:
+        # A key for an endpoint that does not exist: the lookup reads the database.
+        headers = {
+            "Authorization": f"Bearer gpe_{n:08d}_{n:040d}",
+            "X-Forwarded-For": f"10.0.{n}.1",
+        }
+        return httpx.get(f"{web_server}/endpoints/auth/{n + 1}/", headers=headers, timeout=30)
+
+    before = sessions_opened(name)
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        answers = list(pool.map(call, range(REQUESTS)))
+    assert {a.status_code for a in answers} == {401}
+    assert {a.text for a in answers} == {"That key does not open this endpoint (wrong or revoked)."}
+    assert all("no-store" in a.headers["Cache-Control"] for a in answers)
+    opened = sessions_opened(name) - before
+    assert 1 <= opened <= POOL, f"{opened} PostgreSQL sessions for {REQUESTS} requests"
+    assert server_backends(name) <= POOL
+    # The hooks carry the portal's own headers as its other answers do (same middleware).
+    notebook = httpx.get(f"{web_server}/notebooks/auth/1/", timeout=30)
+    assert notebook.status_code == 403
+    assert notebook.headers["X-Content-Type-Options"] == "nosniff"
+
+
 def test_a_stream_gives_its_requests_connection_back_but_never_inside_a_transaction(
     transactional_db: None,
 ) -> None:
