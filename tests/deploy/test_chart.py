@@ -34,6 +34,14 @@ VALUE_SETS = {
     "default": [],
     "production": ["-f", str(CHART / "ci" / "production-values.yaml")],
     "minimal": ["-f", str(CHART / "ci" / "minimal-values.yaml")],
+    # Gateway API for the portal's own route and for the workloads' routes (its Gateway made
+    # by the chart), in place of the Ingress.
+    "gateway": [
+        "-f",
+        str(CHART / "ci" / "production-values.yaml"),
+        "--set",
+        "gateway.enabled=true,gateway.create=true,ingress.enabled=false",
+    ],
 }
 PORTAL = "system:serviceaccount:gpupaas:gpupaas"
 
@@ -171,11 +179,68 @@ def test_cluster_accepts_rendered_manifests(
 ) -> None:
     """Server-side apply with dryRun=All: schema validation, defaulting and admission of
     every object, nothing stored."""
-    docs = render_chart("gpupaas", "-n", k8s_namespace, *VALUE_SETS[value_set])
+    # The Gateway goes to a namespace of its own; here, the test's.
+    where = ["--set", f"gateway.namespace={k8s_namespace}"] if value_set == "gateway" else []
+    docs = render_chart("gpupaas", "-n", k8s_namespace, *VALUE_SETS[value_set], *where)
     answers = apply_manifests(kube_api_client, docs, dry_run=True)
     assert [a["kind"] for a in answers] == [d["kind"] for d in docs]
     kinds = {d["kind"] for d in docs}
     assert {"Deployment", "Job", "ClusterRole", "ServiceAccount"} <= kinds
+
+
+def test_gateway_values_route_the_portal_and_the_workloads_through_the_gateway(
+    helm_binary: Path,
+) -> None:
+    docs = render_chart("gpupaas", "-n", "gpupaas", *VALUE_SETS["gateway"])
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], []).append(doc)
+    assert "Ingress" not in by_kind
+    (gateway,) = by_kind["Gateway"]
+    listeners = {item["name"]: item for item in gateway["spec"]["listeners"]}
+    assert set(listeners) == {"portal", "workloads"}
+    assert all(item["protocol"] == "HTTPS" for item in listeners.values())
+    assert listeners["portal"]["allowedRoutes"]["namespaces"]["selector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "gpupaas"}
+    }
+    assert listeners["workloads"]["allowedRoutes"]["namespaces"]["selector"] == {
+        "matchLabels": {"app.kubernetes.io/managed-by": "gpupaas"}
+    }
+    (route,) = by_kind["HTTPRoute"]
+    assert route["spec"]["parentRefs"][0]["sectionName"] == "portal"
+    rules = route["spec"]["rules"]
+    assert rules[-1]["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+    streams = [r for r in rules if r["matches"][0]["path"]["type"] == "RegularExpression"]
+    # Followed logs: to the stream pods, with a timeout above the longest stream (7,200 s).
+    (stream,) = streams
+    assert stream["backendRefs"][0]["name"].endswith("-stream")
+    assert stream["timeouts"]["request"] == "7260s"
+    (web,) = [d for d in by_kind["Deployment"] if d["metadata"]["name"].endswith("-web")]
+    env = {
+        e["name"]: e.get("value") for e in web["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TRAFFIC_API"] == "gateway-api"
+    assert (env["GATEWAY_NAME"], env["GATEWAY_NAMESPACE"]) == ("gpupaas", "gpupaas-gateway")
+    assert env["GATEWAY_LISTENER"] == "workloads"
+    assert env["GATEWAY_PROXY_NAMESPACE"] == "gpupaas-gateway"
+    (policy,) = by_kind["NetworkPolicy"]
+    allowed = [
+        peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+        for rule in policy["spec"]["ingress"]
+        for peer in rule["from"]
+    ]
+    assert "gpupaas-gateway" in allowed
+    # Without the gateway values the portal publishes Ingresses, as the chart's Ingress does.
+    plain = render_chart("gpupaas", "-n", "gpupaas", *VALUE_SETS["production"])
+    (plain_web,) = [
+        d for d in plain if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-web")
+    ]
+    plain_env = {
+        e["name"]: e.get("value")
+        for e in plain_web["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert plain_env["TRAFFIC_API"] == "ingress"
+    assert not [d for d in plain if d["kind"] in {"Gateway", "HTTPRoute"}]
 
 
 # --- the ServiceAccount's rights on the cluster -------------------------------------------

@@ -51,6 +51,30 @@ app.kubernetes.io/component: {{ .component }}
 # One proxy (the ingress controller) appends the client's address.
 - name: TRUSTED_PROXY_COUNT
   value: "1"
+# Notebooks and endpoints as HTTPRoutes on the platform's Gateway, or as Ingresses.
+{{- with .Values.gateway }}
+{{- if .enabled }}
+- name: TRAFFIC_API
+  value: gateway-api
+- name: GATEWAY_NAME
+  value: {{ .name | quote }}
+- name: GATEWAY_NAMESPACE
+  value: {{ .namespace | quote }}
+- name: GATEWAY_LISTENER
+  value: {{ ternary "workloads" .workloadsListener .create | quote }}
+- name: GATEWAY_IMPLEMENTATION
+  value: {{ .implementation | quote }}
+- name: GATEWAY_PROXY_NAMESPACE
+  value: {{ .proxyNamespace | quote }}
+{{- if eq .implementation "external-auth" }}
+- name: GATEWAY_AUTH_SERVICE
+  value: {{ printf "%s/%s-web:80" $.Release.Namespace (include "gpupaas.fullname" $) | quote }}
+{{- end }}
+{{- else }}
+- name: TRAFFIC_API
+  value: ingress
+{{- end }}
+{{- end }}
 {{- if .Values.rbac.create }}
 - name: K8S_PORTAL_SERVICE_ACCOUNT
   value: {{ printf "%s/%s" .Release.Namespace (include "gpupaas.serviceAccountName" .) | quote }}
