@@ -18,7 +18,7 @@ import re
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +162,21 @@ def _routes(api_client: Any, auth_url: str) -> None:
         )
 
 
+def _asked_through(send: Callable[[], httpx.Response]) -> httpx.Response:
+    """Sends until Traefik serves the route with this test's auth server (before, a route not
+    yet loaded is its 404, a Middleware still naming an earlier test's server its 500), then
+    once more with the authorisation recorded afresh."""
+
+    def through() -> httpx.Response | None:
+        Recorder.asked.clear()
+        answer = send()
+        return answer if Recorder.asked else None
+
+    wait_for(through, timeout=30)
+    Recorder.asked.clear()
+    return send()
+
+
 def test_traefik_asks_the_route_it_serves_about_every_traversal(
     kubesim: Kubesim, auth_server: str, tmp_path: Path
 ) -> None:
@@ -182,14 +197,8 @@ def test_traefik_asks_the_route_it_serves_about_every_traversal(
         with httpx.Client(base_url=proxy.url, headers={"Host": HOST}, timeout=10) as web:
             # Both routes are served, each after its own authorisation.
             for workload_id in IDS:
-                Recorder.asked.clear()
-                answer = wait_for(
-                    lambda i=workload_id: (
-                        r := web.get(f"/notebooks/{NAMESPACE}/{i}/lab")
-                    ).status_code
-                    != 404
-                    and r,
-                    timeout=30,
+                answer = _asked_through(
+                    lambda i=workload_id: web.get(f"/notebooks/{NAMESPACE}/{i}/lab")
                 )
                 assert answer.status_code == 503  # authorised; no ready backend
                 assert Recorder.asked == [
@@ -236,17 +245,13 @@ def test_tls_ends_at_the_gateway_with_the_certificate_its_listener_names(
         certificate.write_bytes(base64.b64decode(secret.data["tls.crt"]))
         trusted = ssl.create_default_context(cafile=str(certificate))
         with httpx.Client(verify=trusted, timeout=10, trust_env=False) as web:
-
-            def over_tls() -> httpx.Response | None:
-                Recorder.asked.clear()
-                answer = web.get(
+            answer = _asked_through(
+                lambda: web.get(
                     f"https://127.0.0.1:{tls_port}/notebooks/{NAMESPACE}/101/lab",
                     headers={"Host": HOST},
                     extensions={"sni_hostname": HOST},
                 )
-                return answer if answer.status_code != 404 else None
-
-            answer = wait_for(over_tls, timeout=30)
+            )
             assert answer.status_code == 503  # authorised; no ready backend
             assert Recorder.asked == [(101, f"/notebooks/{NAMESPACE}/101/lab")]
             assert answer.extensions["http_version"] in (b"HTTP/1.1", b"HTTP/2")
