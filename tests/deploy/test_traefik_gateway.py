@@ -12,10 +12,8 @@ ready endpoint): an allowed request ends at Traefik's 503, after the authorisati
 
 from __future__ import annotations
 
-import base64
 import http.server
 import re
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -221,48 +219,3 @@ def test_traefik_asks_the_route_it_serves_about_every_traversal(
                 if not asked:
                     assert status in (400, 404), (raw, status)
             print(outcomes)
-
-
-def test_tls_ends_at_the_gateway_with_the_certificate_its_listener_names(
-    kubesim: Kubesim, auth_server: str, tmp_path: Path
-) -> None:
-    """The Gateway's HTTPS listener terminates TLS with the certificate of the Secret it
-    references (certificateRefs): a client that trusts only that certificate reaches the route
-    by its host name (SNI), and the portal's authorisation is asked as over HTTP."""
-    tls_port = traefik.free_port()
-    with traefik.running(
-        admin_kubeconfig(kubesim), tmp_path, tls_port=tls_port, tls_hostnames=(HOST,)
-    ):
-        api_client = config.new_client_from_config(config_file=str(admin_kubeconfig(kubesim)))
-        try:
-            _routes(api_client, auth_server)
-            secret = k8s.CoreV1Api(api_client).read_namespaced_secret(
-                traefik.TLS_SECRET, traefik.GATEWAY_NAMESPACE
-            )
-        finally:
-            api_client.close()
-        certificate = tmp_path / "gateway.crt"
-        certificate.write_bytes(base64.b64decode(secret.data["tls.crt"]))
-        trusted = ssl.create_default_context(cafile=str(certificate))
-        with httpx.Client(verify=trusted, timeout=10, trust_env=False) as web:
-            answer = _asked_through(
-                lambda: web.get(
-                    f"https://127.0.0.1:{tls_port}/notebooks/{NAMESPACE}/101/lab",
-                    headers={"Host": HOST},
-                    extensions={"sni_hostname": HOST},
-                )
-            )
-            assert answer.status_code == 503  # authorised; no ready backend
-            assert Recorder.asked == [(101, f"/notebooks/{NAMESPACE}/101/lab")]
-            assert answer.extensions["http_version"] in (b"HTTP/1.1", b"HTTP/2")
-        # A client that does not trust that certificate is not let through (nothing falls back
-        # to plain HTTP or another certificate it would accept).
-        with (
-            httpx.Client(timeout=10, trust_env=False) as untrusting,
-            pytest.raises(httpx.ConnectError),
-        ):
-            untrusting.get(
-                f"https://127.0.0.1:{tls_port}/notebooks/{NAMESPACE}/101/lab",
-                headers={"Host": HOST},
-                extensions={"sni_hostname": HOST},
-            )
