@@ -30,6 +30,7 @@ from apps.orchestration.notebook_access import _PATH_RE
 from deploy.devtools import traefik
 from deploy.devtools.kubesim import Kubesim
 from tests.plugins.kubesim import admin_kubeconfig
+from tests.traversals import TRAVERSALS
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.kubesim
@@ -37,18 +38,7 @@ pytestmark = pytest.mark.kubesim
 NAMESPACE = "team-gw"
 HOST = "notebooks.gw.test"
 IDS = (101, 102)
-ENCODINGS = (
-    "/notebooks/team-gw/101/../102/",
-    "/notebooks/team-gw/101/%2e%2e/102/",
-    "/notebooks/team-gw/101/%2E%2E/102/",
-    "/notebooks/team-gw/101/..%2f102/",
-    "/notebooks/team-gw/101/..%2F102/",
-    "/notebooks/team-gw/101/..;/102/",
-    "/notebooks/team-gw/101/.%2e/102/",
-    "/notebooks/team-gw/101/..%5c102/",
-    "/notebooks/team-gw/101//../102/",
-    "/notebooks/team-gw/101/./../102/",
-)
+ENCODINGS = tuple(f"/notebooks/team-gw/101/{t}102/" for t in TRAVERSALS)
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):

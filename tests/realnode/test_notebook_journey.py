@@ -44,6 +44,7 @@ from deploy.devtools import traefik
 from deploy.devtools.prometheus import Prometheus
 from tests.factories import UserFactory
 from tests.realnode.conftest import Api, Drive, pods_of, route_served, state_of
+from tests.traversals import TRAVERSALS
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.realnode, pytest.mark.browser]
@@ -56,20 +57,6 @@ NOTEBOOK_HOSTNAME = "notebooks.localhost"
 JUPYTER_SECONDS = 180  # a pod's JupyterLab, and the lab in Chromium, on a loaded machine
 UPLOAD_BYTES = 50 * 1024 * 1024
 UPLOAD_CHUNK = 1024 * 1024  # JupyterLab's chunk for files over 15 MB
-# What comes between her notebook's prefix and her teammate's notebook id: every way of saying
-# ".." the issue found answered by the old auth endpoint.
-TRAVERSALS = (
-    "../",
-    "%2e%2e/",
-    "%2E%2E/",
-    "..%2f",
-    "..%2F",
-    "..;/",
-    ".%2e/",
-    "..%5c",
-    "/../",
-    "./../",
-)
 
 
 @pytest.fixture

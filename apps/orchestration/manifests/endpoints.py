@@ -45,9 +45,14 @@ STARTUP_PROBE_FAILURES = 60
 ENDPOINT_DRAIN_SECONDS = 5
 
 
+def endpoint_prefix(namespace: str) -> str:
+    """Where a namespace's endpoints are served on the endpoint host, one path each below."""
+    return f"/endpoints/{namespace}"
+
+
 def endpoint_path(namespace: str, workload_id: int) -> str:
     """Where an endpoint is served on the endpoint host (the prefix is stripped on the way in)."""
-    return f"/endpoints/{namespace}/{workload_id}/"
+    return f"{endpoint_prefix(namespace)}/{workload_id}/"
 
 
 def endpoint_ingress_annotations(spec: WorkloadSpec) -> dict[str, str]:

@@ -27,7 +27,7 @@ from apps.orchestration.manifests.base import (
     priority_class_name,
     team_claim_name,
 )
-from apps.orchestration.manifests.endpoints import endpoint_path
+from apps.orchestration.manifests.endpoints import endpoint_prefix
 from apps.orchestration.manifests.routes import UNKNOWN_ENDPOINT, unknown_endpoint_manifests
 from apps.orchestration.manifests.spec import GatewayShape
 from apps.workloads import core as wl
@@ -264,7 +264,7 @@ def unknown_endpoint_route(team: TeamSpec) -> list[Manifest]:
         object_meta(UNKNOWN_ENDPOINT, team.namespace, **{LABEL_TEAM: team.slug}),
         team.gateway,
         hostname=team.endpoint_host,
-        path=endpoint_path(team.namespace, 0).removesuffix("0/").rstrip("/"),
+        path=endpoint_prefix(team.namespace),
         auth_url=f"{team.endpoint_auth_url.rstrip('/')}/0/",
     )
 

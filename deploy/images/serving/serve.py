@@ -434,10 +434,27 @@ class Handler(BaseHTTPRequestHandler):
         return results, prompt_tokens
 
     def _stream(
-        self, body: dict[str, Any], prompt: str, chunk: Callable[[str, str | None], Any]
+        self,
+        body: dict[str, Any],
+        prompt: str,
+        kind: tuple[str, str],
+        choice: Callable[[str, str | None], dict[str, Any]],
     ) -> None:
-        """Server-sent events, one per generated character as it is made (``data: {...}``),
-        then ``data: [DONE]``; the connection ends the response (no length is known)."""
+        """Server-sent events, one per generated character as it is made (``data: {...}``, the
+        one choice ``choice`` makes of it in the envelope of ``kind``: the id's prefix and the
+        object's name), then ``data: [DONE]``; the connection ends the response (no length is
+        known)."""
+        prefix, name = kind
+        envelope = {
+            "id": f"{prefix}-{uuid.uuid4().hex}",
+            "object": name,
+            "created": int(time.time()),
+            "model": self._model_name(body),
+        }
+
+        def chunk(text: str, reason: str | None) -> dict[str, Any]:
+            return {**envelope, "choices": [choice(text, reason)]}
+
         sampling = self._sampling(body)
         if sampling["n"] != 1 or sampling["stop"]:
             raise BadRequest("stream answers one choice without stop strings")
@@ -496,22 +513,15 @@ class Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             if len(prompts) != 1:
                 raise BadRequest("stream answers one prompt")
-            ident, created, name = (
-                f"cmpl-{uuid.uuid4().hex}",
-                int(time.time()),
-                self._model_name(body),
-            )
             self._stream(
                 body,
                 prompts[0],
+                ("cmpl", "text_completion"),
                 lambda text, reason: {
-                    "id": ident,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": name,
-                    "choices": [
-                        {"text": text, "index": 0, "logprobs": None, "finish_reason": reason}
-                    ],
+                    "text": text,
+                    "index": 0,
+                    "logprobs": None,
+                    "finish_reason": reason,
                 },
             )
             return
@@ -542,26 +552,14 @@ class Handler(BaseHTTPRequestHandler):
         ):
             raise BadRequest("messages must be a non-empty list of {role, content}")
         if body.get("stream"):
-            ident, created, name = (
-                f"chatcmpl-{uuid.uuid4().hex}",
-                int(time.time()),
-                self._model_name(body),
-            )
             self._stream(
                 body,
                 messages[-1]["content"],
+                ("chatcmpl", "chat.completion.chunk"),
                 lambda text, reason: {
-                    "id": ident,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": name,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "delta": {"content": text} if text else {},
-                            "finish_reason": reason,
-                        }
-                    ],
+                    "index": 0,
+                    "delta": {"content": text} if text else {},
+                    "finish_reason": reason,
                 },
             )
             return
