@@ -34,13 +34,13 @@ VALUE_SETS = {
     "default": [],
     "production": ["-f", str(CHART / "ci" / "production-values.yaml")],
     "minimal": ["-f", str(CHART / "ci" / "minimal-values.yaml")],
-    # Gateway API for the portal's own route and for the workloads' routes (its Gateway made
-    # by the chart), in place of the Ingress.
-    "gateway": [
+    # A cluster that still runs ingress-nginx: the portal's Ingress, and Ingresses for the
+    # workloads, in place of Gateway API.
+    "ingress": [
         "-f",
         str(CHART / "ci" / "production-values.yaml"),
-        "--set",
-        "gateway.enabled=true,gateway.create=true,ingress.enabled=false",
+        "-f",
+        str(CHART / "ci" / "ingress-values.yaml"),
     ],
 }
 PORTAL = "system:serviceaccount:gpupaas:gpupaas"
@@ -104,13 +104,12 @@ def test_production_values_wire_oidc_prometheus_tls_and_policy(helm_binary: Path
     assert env["PROMETHEUS_URL"]["value"] == "http://prometheus-operated.monitoring.svc:9090"
     assert env["OIDC_RP_CLIENT_SECRET"]["valueFrom"]["secretKeyRef"]["name"] == "gpupaas-oidc"
     assert env["K8S_PORTAL_SERVICE_ACCOUNT"]["value"] == "gpupaas/gpupaas"
-    ingresses = [d for d in docs if d["kind"] == "Ingress"]
-    assert {i["spec"]["tls"][0]["secretName"] for i in ingresses} == {"gpu-corp-example-com-tls"}
-    stream = next(i for i in ingresses if i["metadata"]["name"].endswith("-stream"))
-    assert (
-        stream["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-read-timeout"]
-        == "7260"
-    )
+    (gateway,) = [d for d in docs if d["kind"] == "Gateway"]
+    assert {
+        ref["name"]
+        for listener in gateway["spec"]["listeners"]
+        for ref in listener["tls"]["certificateRefs"]
+    } == {"gpu-corp-example-com-tls", "gpu-corp-workloads-tls"}
     for name, spec in _pod_specs(docs).items():
         mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
         if name.rsplit("-", 1)[-1] in {"web", "stream", "worker", "watch"}:
@@ -179,8 +178,8 @@ def test_cluster_accepts_rendered_manifests(
 ) -> None:
     """Server-side apply with dryRun=All: schema validation, defaulting and admission of
     every object, nothing stored."""
-    # The Gateway goes to a namespace of its own; here, the test's.
-    where = ["--set", f"gateway.namespace={k8s_namespace}"] if value_set == "gateway" else []
+    # The chart's Gateway goes to a namespace of its own; here, the test's.
+    where = ["--set", f"gateway.namespace={k8s_namespace}"] if value_set == "production" else []
     docs = render_chart("gpupaas", "-n", k8s_namespace, *VALUE_SETS[value_set], *where)
     answers = apply_manifests(kube_api_client, docs, dry_run=True)
     assert [a["kind"] for a in answers] == [d["kind"] for d in docs]
@@ -191,7 +190,7 @@ def test_cluster_accepts_rendered_manifests(
 def test_gateway_values_route_the_portal_and_the_workloads_through_the_gateway(
     helm_binary: Path,
 ) -> None:
-    docs = render_chart("gpupaas", "-n", "gpupaas", *VALUE_SETS["gateway"])
+    docs = render_chart("gpupaas", "-n", "gpupaas", *VALUE_SETS["production"])
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for doc in docs:
         by_kind.setdefault(doc["kind"], []).append(doc)
@@ -230,17 +229,59 @@ def test_gateway_values_route_the_portal_and_the_workloads_through_the_gateway(
         for peer in rule["from"]
     ]
     assert "gpupaas-gateway" in allowed
-    # Without the gateway values the portal publishes Ingresses, as the chart's Ingress does.
-    plain = render_chart("gpupaas", "-n", "gpupaas", *VALUE_SETS["production"])
-    (plain_web,) = [
-        d for d in plain if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-web")
+    assert "ingress-nginx" not in allowed
+
+
+def test_default_values_attach_to_an_existing_gateway(helm_binary: Path) -> None:
+    """Gateway API by default: the portal's HTTPRoute on the platform's Gateway (made by the
+    platform team, not by the chart), no Ingress, and the portal told to publish HTTPRoutes."""
+    docs = render_chart("gpupaas", "-n", "gpupaas")
+    kinds = {d["kind"] for d in docs}
+    assert "Ingress" not in kinds and "Gateway" not in kinds
+    (route,) = [d for d in docs if d["kind"] == "HTTPRoute"]
+    (parent,) = route["spec"]["parentRefs"]
+    assert (parent["kind"], parent["namespace"], parent["name"]) == (
+        "Gateway",
+        "gpupaas-gateway",
+        "gpupaas",
+    )
+    assert "sectionName" not in parent  # whichever listener admits it
+    (web,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-web")
     ]
-    plain_env = {
-        e["name"]: e.get("value")
-        for e in plain_web["spec"]["template"]["spec"]["containers"][0]["env"]
+    env = {
+        e["name"]: e.get("value") for e in web["spec"]["template"]["spec"]["containers"][0]["env"]
     }
-    assert plain_env["TRAFFIC_API"] == "ingress"
-    assert not [d for d in plain if d["kind"] in {"Gateway", "HTTPRoute"}]
+    assert env["TRAFFIC_API"] == "gateway-api"
+    assert env["GATEWAY_IMPLEMENTATION"] == "traefik"
+
+
+def test_ingress_values_publish_ingresses_for_clusters_that_still_run_ingress_nginx(
+    helm_binary: Path,
+) -> None:
+    docs = render_chart("gpupaas", "-n", "gpupaas", *VALUE_SETS["ingress"])
+    assert not [d for d in docs if d["kind"] in {"Gateway", "HTTPRoute"}]
+    ingresses = [d for d in docs if d["kind"] == "Ingress"]
+    assert {i["spec"]["tls"][0]["secretName"] for i in ingresses} == {"gpu-corp-example-com-tls"}
+    stream = next(i for i in ingresses if i["metadata"]["name"].endswith("-stream"))
+    assert (
+        stream["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-read-timeout"]
+        == "7260"
+    )
+    (web,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-web")
+    ]
+    env = {
+        e["name"]: e.get("value") for e in web["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["TRAFFIC_API"] == "ingress"
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    allowed = [
+        peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+        for rule in policy["spec"]["ingress"]
+        for peer in rule["from"]
+    ]
+    assert "ingress-nginx" in allowed and "gpupaas-gateway" not in allowed
 
 
 # --- the ServiceAccount's rights on the cluster -------------------------------------------

@@ -12,8 +12,11 @@ ready endpoint): an allowed request ends at Traefik's 503, after the authorisati
 
 from __future__ import annotations
 
+import base64
 import http.server
 import re
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -209,3 +212,69 @@ def test_traefik_asks_the_route_it_serves_about_every_traversal(
                 if not asked:
                     assert status in (400, 404), (raw, status)
             print(outcomes)
+
+
+def test_tls_ends_at_the_gateway_with_the_certificate_its_listener_names(
+    kubesim: Kubesim, auth_server: str, tmp_path: Path
+) -> None:
+    """The Gateway's HTTPS listener terminates TLS with the certificate of the Secret it
+    references (certificateRefs): a client that trusts only that certificate reaches the route
+    by its host name (SNI), and the portal's authorisation is asked as over HTTP. Until Traefik
+    has read the Secret it answers with a certificate of its own, which that client refuses:
+    the test waits for the Secret's certificate (a loaded machine takes a while)."""
+    tls_port = traefik.free_port()
+    with traefik.running(
+        admin_kubeconfig(kubesim), tmp_path, tls_port=tls_port, tls_hostnames=(HOST,)
+    ):
+        api_client = config.new_client_from_config(config_file=str(admin_kubeconfig(kubesim)))
+        try:
+            _routes(api_client, auth_server)
+            secret = k8s.CoreV1Api(api_client).read_namespaced_secret(
+                traefik.TLS_SECRET, traefik.GATEWAY_NAMESPACE
+            )
+        finally:
+            api_client.close()
+        pem = base64.b64decode(secret.data["tls.crt"])
+        certificate = tmp_path / "gateway.crt"
+        certificate.write_bytes(pem)
+        url = f"https://127.0.0.1:{tls_port}/notebooks/{NAMESPACE}/101/lab"
+        sni = {"sni_hostname": HOST}
+        refused: list[str] = []
+        with httpx.Client(
+            verify=ssl.create_default_context(cafile=str(certificate)), timeout=10, trust_env=False
+        ) as web:
+
+            def send() -> httpx.Response:
+                try:
+                    return web.get(url, headers={"Host": HOST}, extensions=sni)
+                except httpx.ConnectError as exc:  # another certificate, not yet the Secret's
+                    refused.append(str(exc))
+                    return httpx.Response(599)
+
+            answer = _asked_through(send)
+            assert answer.status_code == 503, refused[-3:]  # authorised; no ready backend
+            assert Recorder.asked == [(101, f"/notebooks/{NAMESPACE}/101/lab")]
+            assert answer.extensions["http_version"] in (b"HTTP/1.1", b"HTTP/2")
+        # The certificate served for the host is the Secret's, byte for byte.
+        assert _served_for(tls_port) == ssl.PEM_cert_to_DER_cert(pem.decode())
+        # A client that does not trust that certificate is not let through (nothing falls back
+        # to plain HTTP or to a certificate it would accept).
+        with (
+            httpx.Client(timeout=10, trust_env=False) as untrusting,
+            pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"),
+        ):
+            untrusting.get(url, headers={"Host": HOST}, extensions=sni)
+
+
+def _served_for(port: int) -> bytes:
+    """The certificate Traefik presents for ``HOST`` (by SNI), as DER."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=HOST) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
