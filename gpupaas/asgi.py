@@ -6,8 +6,10 @@ hundreds of times a second. Through Django's ASGI handler each one paid a thread
 context of its own (a new thread for its synchronous code): about 3.5 ms of CPU and a p99 of
 10 ms at 200 calls/s on two cores. They are served by Django's WSGI handler instead, on a
 pool of threads kept for them (a2wsgi), with the same middleware, settings and database
-pool: about half the CPU and a p99 near 4 ms (bench/gateway_bench.py). Everything else,
-the log streams included, stays on the ASGI handler.
+pool: about half the CPU and a p99 near 4 ms (bench/gateway_bench.py). An endpoint call
+whose key this process said "yes" to a moment ago is answered before either, on the event
+loop (``apps.web.views.gateway_hooks``). Everything else, the log streams included, stays on
+the ASGI handler.
 """
 
 from __future__ import annotations
@@ -27,9 +29,13 @@ AUTH_HOOK_THREADS = 8
 _django = get_asgi_application()
 _hooks = WSGIMiddleware(get_wsgi_application(), workers=AUTH_HOOK_THREADS)  # type: ignore[arg-type]
 
+from apps.web.views.gateway_hooks import endpoint_auth_remembered  # noqa: E402 - after setup
+
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "http" and str(scope.get("path", "")).startswith(AUTH_HOOKS):
+        if await endpoint_auth_remembered(scope, send):
+            return
         await _hooks(scope, receive, send)  # type: ignore[arg-type]
     else:
         await _django(scope, receive, send)

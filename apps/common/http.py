@@ -17,13 +17,20 @@ def client_ip(request: HttpRequest) -> str | None:
     fewer than N entries did not come through the proxies, and an entry that is not an
     address was not written by one: the TCP peer is used for both.
     """
+    return caller_address(
+        request.META.get("REMOTE_ADDR") or None, request.META.get("HTTP_X_FORWARDED_FOR", "")
+    )
+
+
+def caller_address(peer: str | None, forwarded_for: str) -> str | None:
+    """``client_ip`` from the TCP peer and the ``X-Forwarded-For`` header as they came (for
+    code that has no Django request)."""
     hops = settings.TRUSTED_PROXY_COUNT
     if hops > 0:
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-        parts = [p.strip() for p in forwarded.split(",") if p.strip()]
+        parts = [p.strip() for p in forwarded_for.split(",") if p.strip()]
         if len(parts) >= hops and _address(parts[-hops]):
             return parts[-hops]
-    return request.META.get("REMOTE_ADDR") or None
+    return peer or None
 
 
 def _address(text: str) -> bool:

@@ -210,6 +210,24 @@ def _state_verdict(workload: Workload) -> CallVerdict:
     return CallVerdict(200, "ok")
 
 
+def endpoint_call_remembered(
+    *, endpoint_id: int, authorization: str, api_key: str, source_ip: str | None
+) -> CallVerdict | None:
+    """The answer ``endpoint_call_authorise`` would give a call with a key, when it is a "yes"
+    this process remembers (GATEWAY_AUTH_CACHE_SECONDS), without the database; ``None`` when
+    the call must be decided in full: no key, a key not remembered, or an address that is
+    refused for guessing (which is answered 429 whatever it presents)."""
+    presented = keys.presented_key(authorization, api_key)
+    if not presented or settings.GATEWAY_AUTH_CACHE_SECONDS <= 0:
+        return None
+    cached = _remembered(_by_key(endpoint_id, keys.endpoint_key_digest(presented)))
+    if cached is None:
+        return None
+    address = source_ip or "unknown"
+    refused = rate_limiter().check(_guess_rule(), address, namespace=_GUESS_BY_ADDRESS, exact=True)
+    return cached if refused.allowed else None
+
+
 def endpoint_key_forget(key: EndpointKey) -> None:
     """Drop this process's remembered "yes" for a key (the others forget it within
     GATEWAY_AUTH_CACHE_SECONDS)."""

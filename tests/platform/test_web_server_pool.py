@@ -18,13 +18,20 @@ import httpx
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
+from apps.serving.access import endpoint_key_create
+from apps.serving.models import EndpointKey
+from apps.workloads import core
 from gpupaas.settings.base import database_from_url
+from tests.factories import WorkloadFactory
+from tests.plugins.cast import Cast
 from tests.plugins.redis_server import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POOL = 3
 REQUESTS = 60
+REMEMBERED_SECONDS = 2
 
 
 def test_a_pool_size_gives_each_process_a_pool_and_no_persistent_connections() -> None:
@@ -69,6 +76,7 @@ def web_server(transactional_db: None, redis_url: str, tmp_path: Path) -> Iterat
         "SECURE_SSL_REDIRECT": "false",
         "REDIS_URL": redis_url,
         "API_AUTH_FAILURE_LIMIT": "1000/min",
+        "GATEWAY_AUTH_CACHE_SECONDS": str(REMEMBERED_SECONDS),
         "LOG_LEVEL": "WARNING",
         "GPUPAAS_VAR_DIR": str(tmp_path),
     }
@@ -151,6 +159,36 @@ def test_the_gateways_auth_hooks_share_the_same_few_pooled_connections(web_serve
     notebook = httpx.get(f"{web_server}/notebooks/auth/1/", timeout=30)
     assert notebook.status_code == 403
     assert notebook.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_a_remembered_key_is_answered_by_the_server_and_stops_within_the_cache_time(
+    web_server: str, cast: Cast
+) -> None:
+    """The server answers a key it said "yes" to from memory (before Django, on the event loop)
+    with the same answer; a key revoked elsewhere (here: in the test's process) stops within
+    GATEWAY_AUTH_CACHE_SECONDS."""
+    workload = WorkloadFactory.create(
+        kind=core.KIND_INFERENCE,
+        owner=cast.lead,
+        team=cast.team,
+        gpu_class=cast.gpu_class,
+        image=cast.image,
+        state=core.RUNNING,
+    )
+    key = endpoint_key_create(actor=cast.lead, workload=workload, name="app").plaintext
+    url = f"{web_server}/endpoints/auth/{workload.pk}/"
+    headers = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(timeout=30) as web:
+        answers = [web.get(url, headers=headers) for _ in range(20)]
+        assert {(a.status_code, a.text) for a in answers} == {(200, "ok")}
+        assert all("no-store" in a.headers["Cache-Control"] for a in answers)
+        EndpointKey.objects.filter(endpoint_id=workload.pk).update(revoked_at=timezone.now())
+        revoked = time.monotonic()
+        while (answer := web.get(url, headers=headers)).status_code == 200:
+            assert time.monotonic() - revoked < REMEMBERED_SECONDS + 1, "still let through"
+            time.sleep(0.05)
+        assert answer.status_code == 401
+        assert answer.text == "That key does not open this endpoint (wrong or revoked)."
 
 
 def test_a_stream_gives_its_requests_connection_back_but_never_inside_a_transaction(

@@ -5,6 +5,7 @@ stops within that time once the key is revoked or the person leaves the team."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -170,3 +171,94 @@ def test_a_member_who_leaves_stops_within_the_cache_time_and_a_signed_out_one_at
     assert lead.get(path).status_code == 200
     lead.logout()
     assert lead.get(path).status_code == 401
+
+
+# --- the remembered "yes", answered before Django (apps/web/views/gateway_hooks.py) ---------
+
+
+def remembered(path: str, *, key: str = "", address: str = "192.0.2.10", **headers: str) -> Any:
+    """What the production server's ASGI application answers from memory for ``path``, before
+    Django: ``(status, body)``, or ``None`` when it hands the request on to Django."""
+    from apps.web.views.gateway_hooks import endpoint_auth_remembered
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    raw = [(name.replace("_", "-").lower().encode(), v.encode()) for name, v in headers.items()]
+    if key:
+        raw.append((b"authorization", f"Bearer {key}".encode()))
+    scope = {"type": "http", "path": path, "headers": raw, "client": (address, 40000)}
+    if not asyncio.run(endpoint_auth_remembered(scope, send)):
+        assert sent == []
+        return None
+    start, body = sent
+    return start["status"], body["body"].decode()
+
+
+def test_a_remembered_yes_is_answered_from_memory_only_for_its_key_and_endpoint(
+    cast: Cast, settings: Any
+) -> None:
+    settings.GATEWAY_AUTH_CACHE_SECONDS = 5
+    caches[AUTH_CACHE].clear()
+    workload = endpoint(cast)
+    other = endpoint(cast)
+    key = key_for(cast, workload)
+    path = f"/endpoints/auth/{workload.pk}/"
+    # Not yet decided: Django decides (and remembers its yes).
+    assert remembered(path, key=key) is None
+    assert call(path, key=key).status_code == 200
+    assert remembered(path, key=key) == (200, "ok")
+    assert remembered(path, X_Api_Key=key) == (200, "ok")  # the other way to present it
+    # Anything else goes on to Django: a wrong key, the key at another endpoint, no key, a
+    # session, another path below the hook.
+    assert remembered(path, key=key[:-1] + ("x" if key[-1] != "x" else "y")) is None
+    assert remembered(f"/endpoints/auth/{other.pk}/", key=key) is None
+    assert remembered(path) is None
+    assert remembered(path, Cookie="sessionid=abc") is None
+    assert remembered(f"{path}extra/", key=key) is None
+    # Off: nothing is remembered, everything is decided in full.
+    settings.GATEWAY_AUTH_CACHE_SECONDS = 0
+    assert remembered(path, key=key) is None
+
+
+def test_an_address_refused_for_guessing_is_not_answered_from_memory(
+    cast: Cast, settings: Any
+) -> None:
+    settings.GATEWAY_AUTH_CACHE_SECONDS = 60
+    settings.ENDPOINT_KEY_GUESSES = 3
+    caches[AUTH_CACHE].clear()
+    workload = endpoint(cast)
+    key = key_for(cast, workload)
+    path = f"/endpoints/auth/{workload.pk}/"
+    assert call(path, key=key, address="203.0.113.7").status_code == 200
+    assert remembered(path, key=key, address="203.0.113.7") == (200, "ok")
+    for i in range(4):
+        call(path, key=f"gpe_0000_guess{i}", address="203.0.113.7")
+    # Refused whatever it presents, as the full decision says (429), even a remembered key.
+    assert remembered(path, key=key, address="203.0.113.7") is None
+    assert call(path, key=key, address="203.0.113.7").status_code == 429
+    assert remembered(path, key=key, address="203.0.113.8") == (200, "ok")
+
+
+def test_the_address_read_from_memory_is_the_one_the_trusted_proxies_name(
+    cast: Cast, settings: Any
+) -> None:
+    """An X-Forwarded-For the caller wrote does not move it off its refused address: with
+    TRUSTED_PROXY_COUNT=1 the last entry (the one the proxy appended) is the caller."""
+    settings.GATEWAY_AUTH_CACHE_SECONDS = 60
+    settings.ENDPOINT_KEY_GUESSES = 3
+    settings.TRUSTED_PROXY_COUNT = 1
+    caches[AUTH_CACHE].clear()
+    workload = endpoint(cast)
+    key = key_for(cast, workload)
+    path = f"/endpoints/auth/{workload.pk}/"
+    via = {"HTTP_X_FORWARDED_FOR": "198.18.0.1, 203.0.113.9"}
+    assert call(path, key=key, address="10.0.0.2", **via).status_code == 200
+    for i in range(4):
+        call(path, key=f"gpe_0000_g{i}", address="10.0.0.2", **via)
+    forged = {"X_Forwarded_For": "198.18.0.2, 203.0.113.10, 203.0.113.9"}
+    assert remembered(path, key=key, address="10.0.0.2", **forged) is None
+    fresh = {"X_Forwarded_For": "198.18.0.1, 203.0.113.10"}
+    assert remembered(path, key=key, address="10.0.0.2", **fresh) == (200, "ok")
