@@ -100,13 +100,21 @@ def team_spec(team: Team) -> m.TeamSpec:
         gateway=gateway_shape(),
         endpoint_host=endpoint_route_host(),
         endpoint_auth_url=settings.ENDPOINT_AUTH_URL,
+        # One host for all notebooks (a path each); under a wildcard each has a host of its own.
+        notebook_host="" if settings.NOTEBOOK_WILDCARD_HOST else route_host(settings.NOTEBOOK_HOST),
+        notebook_auth_url=settings.NOTEBOOK_AUTH_URL,
     )
 
 
+def route_host(address: str) -> str:
+    """A host setting as a route names it: without scheme or port (development serves
+    endpoints and notebooks on one, e.g. ENDPOINT_HOST=http://serve.localhost:8890)."""
+    return address.split("://")[-1].rstrip("/").rsplit(":", 1)[0]
+
+
 def endpoint_route_host() -> str:
-    """The endpoint host as a route names it: without scheme or port (development serves
-    endpoints on one, e.g. ENDPOINT_HOST=http://serve.localhost:8890)."""
-    return settings.ENDPOINT_HOST.split("://")[-1].rstrip("/").rsplit(":", 1)[0]
+    """The endpoint host as a route names it."""
+    return route_host(settings.ENDPOINT_HOST)
 
 
 def placement_replicas(

@@ -575,7 +575,7 @@ def test_notebook_route_is_an_httproute_on_the_gateway_guarded_by_forward_auth(
         assert items == []
 
 
-def test_a_teams_unknown_endpoint_route_is_made_and_kept_by_drift_repair(
+def test_a_teams_unknown_endpoint_and_notebook_routes_are_made_and_kept_by_drift_repair(
     team: Team, cluster: Cluster, kube_api_client: Any, settings: Any
 ) -> None:
     """With endpoints on the Gateway, a team namespace holds the route (and its Service and
@@ -587,12 +587,23 @@ def test_a_teams_unknown_endpoint_route_is_made_and_kept_by_drift_repair(
     settings.GATEWAY_IMPLEMENTATION = "traefik"
     settings.ENDPOINT_HOST = "serve.gpu.example.com"
     settings.ENDPOINT_AUTH_URL = "http://gpupaas-web.gpupaas.svc/endpoints/auth/"
+    settings.NOTEBOOK_HOST, settings.NOTEBOOK_WILDCARD_HOST = "notebooks.gpu.example.com", ""
+    settings.NOTEBOOK_AUTH_URL = "http://gpupaas-web.gpupaas.svc/notebooks/auth/"
     custom = k8s.CustomObjectsApi(kube_api_client)
     name = "gpupaas-unknown-endpoint"
+    notebooks = "gpupaas-unknown-notebook"
 
     first = services.drift_repair_pass(cluster=cluster)
     made = {(a.kind, a.name) for a in first.repaired if a.namespace == team.namespace}
-    assert {("Service", name), ("HTTPRoute", name), ("Middleware", name)} <= made, first
+    for each in (name, notebooks):
+        assert {("Service", each), ("HTTPRoute", each), ("Middleware", each)} <= made, first
+    notebook_route = custom.get_namespaced_custom_object(
+        "gateway.networking.k8s.io", "v1", team.namespace, "httproutes", notebooks
+    )
+    assert notebook_route["spec"]["hostnames"] == ["notebooks.gpu.example.com"]
+    assert notebook_route["spec"]["rules"][0]["matches"][0]["path"]["value"] == (
+        f"/notebooks/{team.namespace}"
+    )
     route = custom.get_namespaced_custom_object(
         "gateway.networking.k8s.io", "v1", team.namespace, "httproutes", name
     )

@@ -144,3 +144,35 @@ def test_a_team_with_endpoints_on_the_gateway_has_a_route_for_the_ids_that_do_no
     # Without a Gateway or an endpoint host: nothing.
     for other in (replace(team, gateway=None), replace(team, endpoint_host="")):
         assert not [o for o in m.team_manifests(other) if o["kind"] == "HTTPRoute"]
+
+
+def test_a_team_with_notebooks_on_one_host_has_a_route_for_the_ids_that_do_not_exist() -> None:
+    """Its notebook paths that name no notebook go to the portal's answer for notebook 0 (the
+    sign-in, or 403), the one someone else's notebook gets, instead of the gateway's 404."""
+    team = m.TeamSpec(
+        slug="vision",
+        namespace="team-vision",
+        gateway=GATEWAY,
+        notebook_host="notebooks.example.com",
+        notebook_auth_url="http://portal.example.com/notebooks/auth/",
+    )
+    objects = {
+        o["kind"]: o
+        for o in m.team_manifests(team)
+        if o["metadata"]["name"] == "gpupaas-unknown-notebook"
+    }
+    assert set(objects) == {"Service", "HTTPRoute", "Middleware"}
+    route = objects["HTTPRoute"]["spec"]
+    assert route["hostnames"] == ["notebooks.example.com"]
+    (rule,) = route["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/notebooks/team-vision"}}]
+    assert objects["Middleware"]["spec"]["forwardAuth"]["address"] == (
+        "http://portal.example.com/notebooks/auth/0/"
+    )
+    # A notebook's own route is longer, so it keeps its requests.
+    assert m.notebook_path("team-vision", 7).startswith(rule["matches"][0]["path"]["value"] + "/")
+    # No endpoint host: no endpoint route; no notebook host (or a wildcard): none for notebooks.
+    assert not [o for o in m.team_manifests(team) if "unknown-endpoint" in o["metadata"]["name"]]
+    assert not [
+        o for o in m.team_manifests(replace(team, notebook_host="")) if o["kind"] == "HTTPRoute"
+    ]

@@ -35,7 +35,9 @@ from playwright.sync_api import expect
 
 from apps.accounts.models import Team, User
 from apps.catalog.models import GpuClass, Image
+from apps.orchestration import services
 from apps.orchestration.manifests import NOTEBOOK_COOKIE_PREFIX
+from apps.orchestration.manifests.routes import UNKNOWN_NOTEBOOK
 from apps.telemetry import services as telemetry
 from apps.telemetry.models import IdleNotice, IdlePolicy, WorkloadUsage
 from apps.telemetry.prom import PrometheusClient
@@ -224,6 +226,9 @@ def test_a_data_scientists_day_with_a_notebook(
 ) -> None:
     owner_api = api(member)
     admin = UserFactory(is_staff=True)
+    # The team's namespace once more, now that notebooks are on the notebook host: with the
+    # route that answers for its notebook ids that do not exist.
+    services.team_namespace_ensure(team=team)
 
     # 1. She asks for a notebook on an L4, her teammate for one of his; they run, JupyterLab
     # serving in their pods.
@@ -346,7 +351,16 @@ def test_a_data_scientists_day_with_a_notebook(
         assert answer.headers["location"].startswith(f"{live_server.url}/notebooks/signin/?rd=")
         assert stranger.get(f"{path}api/contents").status_code == 302
         # A script's write without access: 401, not a redirect.
-        assert stranger.post(f"{path}api/contents/work").status_code == 401
+        written = stranger.post(f"{path}api/contents/work")
+        assert written.status_code == 401
+        # A notebook id that does not exist is answered the same (the team's route for the
+        # rest of its notebook paths asks the portal), so the gateway tells no one which exist.
+        unknown = path.replace(f"/{notebook_id}/", f"/{notebook_id + 1000}/")
+        gone = stranger.get(f"{unknown}lab")
+        assert gone.status_code == 302, gone.text
+        assert gone.headers["location"].startswith(f"{live_server.url}/notebooks/signin/?rd=")
+        gone_write = stranger.post(f"{unknown}api/contents/work")
+        assert (gone_write.status_code, gone_write.text) == (401, written.text)
     # An admin goes in with a ticket of his own.
     with enter(notebook_gateway, live_server, admin, notebook_id) as admin_jupyter:
         listed = admin_jupyter.get(f"{path}api/contents/work")
@@ -402,7 +416,10 @@ def test_a_data_scientists_day_with_a_notebook(
             assert served_by is None or served_by in mine, entry
             if served_by == str(teammate_id):
                 assert entry["DownstreamStatus"] in (302, 401, 403), (traversal, entry)
-            if served_by is None:
+            if served_by is None and UNKNOWN_NOTEBOOK in entry.get("RouterName", ""):
+                # No notebook's route: the team's route for paths naming none; never in.
+                assert entry["DownstreamStatus"] in (302, 401, 403), (traversal, entry)
+            elif served_by is None:
                 assert entry["DownstreamStatus"] in (400, 404), (traversal, entry)
 
     # 3. A file saved in her home volume survives a suspend and a resume.

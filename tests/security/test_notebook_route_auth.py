@@ -84,3 +84,32 @@ def test_a_teammate_is_refused_on_the_route(portal: Portal, notebooks: None) -> 
     ticket = access.ticket_mint(user=portal.cast.teammate, workload=nb)
     refused = traefik_asks(Client(), nb.pk, f"{url_of(nb)}?gpupaas-ticket={ticket}")
     assert refused.status_code == 403 and "Authorization" not in refused
+
+
+def test_a_notebook_that_does_not_exist_is_answered_as_someone_elses_is(
+    portal: Portal, notebooks: None
+) -> None:
+    """The team's route for notebook paths that name no notebook asks about notebook 0: a
+    browser gets the sign-in, a script 401 and a signed-in person 403, the answers an existing
+    notebook gives them, so nothing tells which notebooks exist."""
+    nb = notebook(portal)
+    known_url = url_of(nb) + "lab"
+    unknown_url = known_url.replace(f"/{nb.pk}/", f"/{nb.pk + 1000}/")
+    known = traefik_asks(Client(), nb.pk, known_url)
+    unknown = traefik_asks(Client(), 0, unknown_url)
+    assert known.status_code == unknown.status_code == 302
+    for answer, url in ((known, known_url), (unknown, unknown_url)):
+        assert parse_qs(urlsplit(answer["Location"]).query)["rd"] == [url]
+    posted = [
+        traefik_asks(Client(), route, url.replace("lab", "api/contents"), method="POST")
+        for route, url in ((nb.pk, known_url), (0, unknown_url))
+    ]
+    assert {(p.status_code, p.content) for p in posted} == {(401, posted[0].content)}
+    outsider = Client()
+    outsider.force_login(portal.cast.outsider)
+    refused = [traefik_asks(outsider, nb.pk, known_url), traefik_asks(outsider, 0, unknown_url)]
+    assert {(r.status_code, r.content) for r in refused} == {(403, refused[0].content)}
+    # Even a URL that names an existing notebook, asked on that route, opens nothing.
+    owner = Client()
+    owner.force_login(portal.cast.owner)
+    assert traefik_asks(owner, 0, known_url).status_code == 403

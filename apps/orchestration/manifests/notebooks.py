@@ -47,9 +47,14 @@ def notebook_ingress_annotations(spec: WorkloadSpec) -> dict[str, str]:
     return annotations
 
 
+def notebook_prefix(namespace: str) -> str:
+    """Where a namespace's notebooks are served on the notebook host, one path each below."""
+    return f"/notebooks/{namespace}"
+
+
 def notebook_path(namespace: str, workload_id: int) -> str:
     """Where a notebook is served on the notebook host: its Ingress path and Jupyter's base URL."""
-    return f"/notebooks/{namespace}/{workload_id}/"
+    return f"{notebook_prefix(namespace)}/{workload_id}/"
 
 
 def _notebook_container(spec: WorkloadSpec, base_url: str) -> dict[str, Any]:

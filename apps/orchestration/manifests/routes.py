@@ -200,16 +200,19 @@ def route_manifests(
     return manifests
 
 
-# A team's endpoint paths that name no endpoint: the gateway would answer its own 404 there
-# and a 401 where the endpoint exists, telling anyone which endpoints exist. One route per
-# team namespace takes the rest of its prefix (the longest prefix wins, so each endpoint's own
-# route keeps its calls) and asks the portal about endpoint 0, which never exists: the answer
-# is the portal's, the same as for a wrong key (and a guess counts as one). Its Service has no
-# endpoints and is never reached.
+# A team's endpoint (notebook) paths that name no endpoint (notebook): the gateway would
+# answer its own 404 there and a 401 (a sign-in) where one exists, telling anyone which exist.
+# One route per team namespace takes the rest of its prefix (the longest prefix wins, so each
+# endpoint's or notebook's own route keeps its requests) and asks the portal about id 0, which
+# never exists: the answer is the portal's, the same as for a wrong key (a guess counts as one)
+# or, for notebooks, the same as for someone else's notebook (the sign-in, or 403 for a
+# signed-in person). Its Service has no endpoints and is never reached.
 UNKNOWN_ENDPOINT = "gpupaas-unknown-endpoint"
+UNKNOWN_NOTEBOOK = "gpupaas-unknown-notebook"
+UNKNOWN_ID = 0
 
 
-def unknown_endpoint_manifests(
+def unknown_route_manifests(
     metadata: dict[str, Any],
     gateway: GatewayShape,
     *,
@@ -218,8 +221,8 @@ def unknown_endpoint_manifests(
     auth_url: str,
 ) -> list[Manifest]:
     """The Service, the HTTPRoute (``path`` on ``hostname``) and, for Traefik, the
-    forwardAuth Middleware that answer for endpoints that do not exist; ``metadata`` names
-    them (the same name for all three) in the team's namespace."""
+    forwardAuth Middleware that answer for endpoints or notebooks that do not exist;
+    ``metadata`` names them (the same name for all three) in the team's namespace."""
     if not (hostname and auth_url):
         return []
     service = {

@@ -28,7 +28,13 @@ from apps.orchestration.manifests.base import (
     team_claim_name,
 )
 from apps.orchestration.manifests.endpoints import endpoint_prefix
-from apps.orchestration.manifests.routes import UNKNOWN_ENDPOINT, unknown_endpoint_manifests
+from apps.orchestration.manifests.notebooks import notebook_prefix
+from apps.orchestration.manifests.routes import (
+    UNKNOWN_ENDPOINT,
+    UNKNOWN_ID,
+    UNKNOWN_NOTEBOOK,
+    unknown_route_manifests,
+)
 from apps.orchestration.manifests.spec import GatewayShape
 from apps.workloads import core as wl
 
@@ -81,6 +87,10 @@ class TeamSpec:
     gateway: GatewayShape | None = None
     endpoint_host: str = ""
     endpoint_auth_url: str = ""
+    # Notebooks on the Gateway under one host, a path each (NOTEBOOK_HOST): the namespace's
+    # notebook paths that name no notebook are answered as someone else's notebook is.
+    notebook_host: str = ""
+    notebook_auth_url: str = ""
 
 
 PORTAL_ROLE_BINDING = "gpupaas-portal"
@@ -255,18 +265,25 @@ def _network_policies(team: TeamSpec) -> list[Manifest]:
     ]
 
 
-def unknown_endpoint_route(team: TeamSpec) -> list[Manifest]:
-    """The route that answers for the team's endpoints that do not exist (none without a
-    Gateway or an endpoint host)."""
-    if team.gateway is None or not (team.endpoint_host and team.endpoint_auth_url):
+def unknown_routes(team: TeamSpec) -> list[Manifest]:
+    """The routes that answer for the team's endpoints and notebooks that do not exist (none
+    without a Gateway, or without the host and the auth address)."""
+    if team.gateway is None:
         return []
-    return unknown_endpoint_manifests(
-        object_meta(UNKNOWN_ENDPOINT, team.namespace, **{LABEL_TEAM: team.slug}),
-        team.gateway,
-        hostname=team.endpoint_host,
-        path=endpoint_prefix(team.namespace),
-        auth_url=f"{team.endpoint_auth_url.rstrip('/')}/0/",
-    )
+    manifests: list[Manifest] = []
+    for name, host, prefix, auth_url in (
+        (UNKNOWN_ENDPOINT, team.endpoint_host, endpoint_prefix, team.endpoint_auth_url),
+        (UNKNOWN_NOTEBOOK, team.notebook_host, notebook_prefix, team.notebook_auth_url),
+    ):
+        if host and auth_url:
+            manifests += unknown_route_manifests(
+                object_meta(name, team.namespace, **{LABEL_TEAM: team.slug}),
+                team.gateway,
+                hostname=host,
+                path=prefix(team.namespace),
+                auth_url=f"{auth_url.rstrip('/')}/{UNKNOWN_ID}/",
+            )
+    return manifests
 
 
 def team_manifests(team: TeamSpec) -> list[Manifest]:
@@ -280,7 +297,7 @@ def team_manifests(team: TeamSpec) -> list[Manifest]:
         *_network_policies(team),
         # After the quota, which counts it.
         *([team_volume_manifest(team)] if team.volume_size else []),
-        *unknown_endpoint_route(team),
+        *unknown_routes(team),
     ]
 
 

@@ -28,6 +28,7 @@ from apps.orchestration.cluster_reads import (
     notebook_token_for_ingress,
 )
 from apps.orchestration.errors import ClusterError, cluster_error_answer
+from apps.orchestration.manifests.routes import UNKNOWN_ID
 from apps.orchestration.names import stored_name
 from apps.workloads import core
 from apps.workloads.models import Workload
@@ -196,6 +197,12 @@ def _signin_redirect(request: HttpRequest, original: str) -> HttpResponse:
 
 
 def _notebook_auth(request: HttpRequest, original: str, *, route_id: int | None) -> HttpResponse:
+    if route_id == UNKNOWN_ID:
+        # The team's route for notebook paths that name no notebook: answered as someone
+        # else's notebook is, so that the gateway does not tell which notebooks exist.
+        if request.user.is_authenticated:
+            return _refuse(403)
+        return _signin_redirect(request, original)
     found = access.notebook_for_url(original)
     if found is None or (route_id is not None and found[0].pk != route_id):
         return _refuse(403)
