@@ -40,6 +40,8 @@ def _query(template: str, workload: Workload) -> str:
 
 
 def _scalar(client: PrometheusClient, promql: str) -> float | None:
+    if not promql:  # no query for this signal (a gateway whose metrics are not known)
+        return None
     rows = client.query(promql)
     for row in rows:
         value = row.get("value")

@@ -421,6 +421,10 @@ def command_line(
         f"--entryPoints.ping.address=127.0.0.1:{ping_port}",
         "--ping=true",
         "--ping.entryPoint=ping",
+        # Its Prometheus metrics beside /ping (per service: the endpoints' request rates and
+        # durations the scaling loop reads, SERVING_RPS_QUERY / SERVING_LATENCY_QUERY).
+        "--metrics.prometheus=true",
+        "--metrics.prometheus.entryPoint=ping",
         "--providers.kubernetesGateway=true",
         "--providers.kubernetesCRD=true",
         "--global.checkNewVersion=false",
@@ -456,6 +460,11 @@ class Traefik:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """Its Prometheus metrics (on the ping entry point)."""
+        return f"http://127.0.0.1:{self.ping_port}/metrics"
 
     def running(self) -> bool:
         return self.process.poll() is None

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -168,6 +169,40 @@ def test_production_shares_rate_limits_through_redis_by_default() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "redis"
+
+
+@pytest.mark.parametrize(
+    ("traffic", "metric"),
+    [
+        ({}, "traefik_service_requests_total"),
+        ({"TRAFFIC_API": "ingress"}, "nginx_ingress_controller_requests"),
+        (
+            {"GATEWAY_IMPLEMENTATION": "external-auth", "GATEWAY_AUTH_SERVICE": "gp/web:8000"},
+            "",
+        ),
+    ],
+)
+def test_the_scaling_loop_reads_the_metrics_of_the_gateway_in_use(
+    traffic: dict[str, str], metric: str
+) -> None:
+    """Traefik's per-Service request metrics by default (the endpoint's own Service), the
+    ingress controller's with TRAFFIC_API=ingress, and no guess for another implementation."""
+    result = _manage(
+        "gpupaas.settings.dev",
+        "shell",
+        "-c",
+        "from django.conf import settings; print(repr(settings.SERVING_RPS_QUERY)); "
+        "print(repr(settings.SERVING_LATENCY_QUERY))",
+        **traffic,
+    )
+    assert result.returncode == 0, result.stderr
+    rps, latency = map(ast.literal_eval, result.stdout.strip().splitlines()[-2:])
+    assert (metric in rps) if metric else rps == ""
+    if metric.startswith("traefik"):
+        assert 'service="$namespace-$service-http-80@kubernetesgateway"' in rps
+        assert "traefik_service_request_duration_seconds_bucket" in latency
+    if not metric:
+        assert latency == ""
 
 
 def test_a_notebook_host_needs_the_portal_to_guard_it() -> None:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -31,7 +32,10 @@ from apps.catalog.models import Cluster, GpuClass, Image
 from apps.common.ratelimit import rate_limiter
 from apps.orchestration import manifests as m
 from apps.orchestration import services
+from apps.serving.autoscaling import prometheus_reading
+from apps.telemetry.prom import PrometheusClient
 from apps.workloads.models import Workload
+from deploy.devtools import prometheus as prom
 from deploy.devtools import traefik
 from tests.realnode.conftest import Api, Drive, pods_of
 from tests.waiting import wait_for
@@ -187,6 +191,11 @@ def _deploy(
     return Workload.objects.get(pk=created.json()["id"])
 
 
+def metrics_target(gateway: traefik.Traefik) -> str:
+    """Where Prometheus scrapes the gateway (its /metrics)."""
+    return gateway.metrics_url.removeprefix("http://").removesuffix("/metrics")
+
+
 def test_the_model_server_answers_through_the_route_with_a_key_and_a_rollout_loses_no_call(
     api: Api,
     drive: Drive,
@@ -201,6 +210,7 @@ def test_the_model_server_answers_through_the_route_with_a_key_and_a_rollout_los
     real_cluster: Cluster,
     real_nodes: list[dict[str, Any]],
     settings: Any,
+    tmp_path: Path,
 ) -> None:
     endpoint = _deploy(api, lead, team, l4, catalog["serving"])
     assert (endpoint.priority_class, endpoint.replicas) == ("production", 1)
@@ -322,6 +332,26 @@ def test_the_model_server_answers_through_the_route_with_a_key_and_a_rollout_los
         generating = 59 * TOKEN_DELAY
         assert arrivals[-1] - arrivals[0] >= 0.8 * generating, arrivals
         assert arrivals[0] < arrivals[-1] - 0.5 * generating, arrivals
+
+        # The scaling loop reads the endpoint's calls from the gateway's own metrics with its
+        # default queries (Traefik's, per backend Service), as Prometheus scrapes them.
+        with prom.running(
+            tmp_path / "prometheus",
+            [metrics_target(gateway)],
+            scrape_interval="1s",
+            kubernetes_labels=False,
+        ) as server:
+            client = PrometheusClient(server.url)
+
+            def measured() -> Any:
+                complete(route, key, "x", max_tokens=1)
+                reading = prometheus_reading(client, endpoint)
+                return reading if reading.requests_per_second else None
+
+            reading = wait_for(measured, timeout=60, every=0.5)
+            assert reading.requests_per_second > 0
+            assert reading.latency_p95_seconds is not None
+            assert 0 < reading.latency_p95_seconds < 5
 
         # A rolling update (a new environment: a new revision of the pods) under a stream of
         # calls: a new replica starts and is ready before the old one goes; none is lost.

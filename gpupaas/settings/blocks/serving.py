@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
+from gpupaas.settings.blocks.gateway import GATEWAY_IMPLEMENTATION, TRAFFIC_API
 from gpupaas.settings.blocks.kubernetes import PORTAL_URL
 from gpupaas.settings.env import env_int, env_str
 
@@ -33,17 +34,26 @@ SERVING_AUTOSCALE_SECONDS = env_int("SERVING_AUTOSCALE_SECONDS", 30, minimum=5)
 SERVING_SCALE_COOLDOWN_SECONDS = env_int("SERVING_SCALE_COOLDOWN_SECONDS", 300, minimum=0)
 SERVING_SAMPLE_RETENTION_DAYS = env_int("SERVING_SAMPLE_RETENTION_DAYS", 30, minimum=1)
 # What the scaling loop asks Prometheus per endpoint ($namespace, $service = wl-<id>): by
-# default ingress-nginx's request metrics and dcgm-exporter's utilisation per pod.
-SERVING_RPS_QUERY = env_str(
-    "SERVING_RPS_QUERY",
-    'sum(rate(nginx_ingress_controller_requests{exported_namespace="$namespace",'
-    'exported_service="$service"}[2m]))',
-)
-SERVING_LATENCY_QUERY = env_str(
-    "SERVING_LATENCY_QUERY",
-    "histogram_quantile(0.95, sum by (le) (rate(nginx_ingress_controller_request_duration_"
-    'seconds_bucket{exported_namespace="$namespace",exported_service="$service"}[5m])))',
-)
+# default the gateway's request metrics (Traefik's per backend Service, named
+# <namespace>-<service>-<port name>-<port>@kubernetesgateway; ingress-nginx's with
+# TRAFFIC_API=ingress; none for another implementation: set them to its metrics or the
+# server's own) and dcgm-exporter's utilisation per pod.
+_traefik_service = 'service="$namespace-$service-http-80@kubernetesgateway"'
+_default_rps, _default_latency = {
+    "traefik": (
+        f"sum(rate(traefik_service_requests_total{{{_traefik_service}}}[2m]))",
+        "histogram_quantile(0.95, sum by (le) (rate(traefik_service_request_duration_seconds_"
+        f"bucket{{{_traefik_service}}}[5m])))",
+    ),
+    "ingress": (
+        'sum(rate(nginx_ingress_controller_requests{exported_namespace="$namespace",'
+        'exported_service="$service"}[2m]))',
+        "histogram_quantile(0.95, sum by (le) (rate(nginx_ingress_controller_request_duration_"
+        'seconds_bucket{exported_namespace="$namespace",exported_service="$service"}[5m])))',
+    ),
+}.get("ingress" if TRAFFIC_API == "ingress" else GATEWAY_IMPLEMENTATION, ("", ""))
+SERVING_RPS_QUERY = env_str("SERVING_RPS_QUERY", _default_rps)
+SERVING_LATENCY_QUERY = env_str("SERVING_LATENCY_QUERY", _default_latency)
 # A scrape without honor_labels renames the exporter's pod labels to exported_*: either counts.
 SERVING_GPU_QUERY = env_str(
     "SERVING_GPU_QUERY",
