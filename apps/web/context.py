@@ -8,7 +8,8 @@ from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
 from apps.accounts.models import Membership
-from apps.accounts.selectors import memberships_of
+from apps.accounts.roles import Act
+from apps.accounts.selectors import memberships_of, platform_may
 from apps.notifications.selectors import unread_count
 from apps.telemetry.selectors.overview import may_see_overview
 
@@ -24,7 +25,7 @@ def has_team(user: Any, memberships: Sequence[Membership]) -> bool:
     """Whether the team pages lead anywhere for ``user``: a team member, or an admin."""
     if user is None or not user.is_authenticated:
         return False
-    return bool(user.is_staff or memberships)
+    return bool(memberships) or platform_may(user, Act.SEE_TEAMS)
 
 
 def portal(request: HttpRequest) -> dict[str, object]:

@@ -16,7 +16,9 @@ from rest_framework.views import APIView
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, Team, User
 from apps.accounts.selectors import (
+    is_platform_admin,
     memberships_of,
+    platform_roles,
     team_for_user,
     teams_visible_to,
     token_for_user,
@@ -98,7 +100,8 @@ class MeView(APIView):
             {
                 "username": user.get_username(),
                 "email": user.email,
-                "is_admin": user.is_staff,
+                "is_admin": is_platform_admin(user),
+                "platform_roles": sorted(platform_roles(user)),
                 "teams": [
                     {"slug": m.team.slug, "name": m.team.name, "role": m.role}
                     for m in memberships_of(user)
