@@ -1,3 +1,7 @@
+"""Reads of accounts: a person's platform roles (the one role check, ``platform_may``), their
+teams and team roles, the teams they may see, API tokens (with the one-statement lookup every
+API request makes) and the admin's password sign-in lockout."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

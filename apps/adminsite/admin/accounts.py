@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
-from apps.accounts.roles import ROLE_LABELS, Act, Role
-from apps.accounts.selectors import platform_may, platform_roles
+from apps.accounts.roles import ROLE_LABELS, Act, Role, roles_from
+from apps.accounts.selectors import platform_may
 from apps.accounts.services import (
     api_token_revoke,
     group_delete,
@@ -284,9 +284,16 @@ class UserAdmin(ServiceAdmin, DjangoUserAdmin):
             source_ip=source_ip(request),
         )
 
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).prefetch_related("groups")
+
     @admin.display(description="platform roles")
     def roles(self, obj: User) -> str:
-        return ", ".join(ROLE_LABELS[r] for r in Role if r in platform_roles(obj)) or "—"
+        # From the prefetched groups: one read for the whole list.
+        held = roles_from(
+            superuser=obj.is_superuser, group_names=[g.name for g in obj.groups.all()]
+        )
+        return ", ".join(ROLE_LABELS[r] for r in Role if r in held) or "—"
 
     def delete_model(self, request: HttpRequest, obj: User) -> None:
         user_delete(actor=actor(request), user=obj, source_ip=source_ip(request))

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, Team, User
+from apps.accounts.roles import Role
 from apps.accounts.selectors import (
     is_platform_admin,
     memberships_of,
@@ -63,6 +64,10 @@ ME_RESPONSE = inline_serializer(
         "username": serializers.CharField(),
         "email": serializers.CharField(),
         "is_admin": serializers.BooleanField(),
+        "platform_roles": serializers.ListField(
+            child=serializers.ChoiceField(choices=[r.value for r in Role]),
+            help_text="The caller's platform roles: admin, operator, auditor, billing.",
+        ),
         "teams": inline_serializer(
             name="MyTeam",
             fields={
@@ -88,6 +93,7 @@ class MeView(APIView):
                     "username": "alice",
                     "email": "alice@example.com",
                     "is_admin": False,
+                    "platform_roles": [],
                     "teams": [{"slug": "vision", "name": "Vision", "role": "member"}],
                 },
                 response_only=True,
