@@ -125,7 +125,9 @@ def test_auditor_sees_every_teams_workloads_usage_and_chargeback_in_the_portal(
 ) -> None:
     notebook = _notebook(cast)
     client = _portal(_holder(Role.AUDITOR))
-    assert "their-notebook" in client.get("/workloads/").content.decode()
+    listing = client.get("/workloads/").content.decode()
+    assert "their-notebook" in listing and "all teams, as auditor" in listing
+    assert "<dd>Auditor</dd>" in client.get("/accounts/profile/").content.decode()
     assert client.get(f"/workloads/{notebook.pk}/").status_code == 200
     assert client.get("/teams/vision/").status_code == 200
     assert client.get("/usage/teams/vision/").status_code == 200
