@@ -1,26 +1,59 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal
 
 import factory
+from django.contrib.auth.models import Group, Permission
 from factory.django import DjangoModelFactory
 
 from apps.accounts import core as accounts_core
 from apps.accounts.models import Membership, Team, User
+from apps.accounts.roles import ROLE_GROUPS, Role, admin_permissions
 from apps.catalog.models import GpuClass, Image
 from apps.quotas.models import TeamQuota
 from apps.workloads.models import Workload
 from apps.workloads.rules import charged_milli_of
 
 
+def role_group(role: Role) -> Group:
+    """The role's permission group, with the permissions apps/accounts/roles.py gives it (made
+    again here: a test that empties the tables takes the migration's groups with it)."""
+    group, _ = Group.objects.get_or_create(name=ROLE_GROUPS[role])
+    every = {
+        f"{p.content_type.app_label}.{p.codename}": p
+        for p in Permission.objects.select_related("content_type")
+    }
+    group.permissions.set([every[label] for label in admin_permissions(role, every)])
+    return group
+
+
 class UserFactory(DjangoModelFactory):
+    """A user. ``is_staff=True`` alone still makes a platform admin here (a superuser), as the
+    suite has always meant it; a staff user with no role says ``is_superuser=False``.
+    ``roles=[Role.AUDITOR, ...]`` gives platform roles, with the staff flag a sign-in gives."""
+
     class Meta:
         model = User
         django_get_or_create = ("username",)
+        skip_postgeneration_save = True
 
     username = factory.Sequence(lambda n: f"user{n}")
     email = factory.LazyAttribute(lambda u: f"{u.username}@example.com")
     display_name = factory.LazyAttribute(lambda u: u.username.title())
+    is_staff = False
+    is_superuser = factory.LazyAttribute(lambda u: bool(u.is_staff))
+
+    @factory.post_generation
+    def roles(obj: User, create: bool, extracted: Iterable[Role] | None, **kwargs: object) -> None:
+        held = set(extracted or ())
+        if not held:
+            return
+        if Role.ADMIN in held:
+            obj.is_superuser = True
+        obj.is_staff = True
+        obj.save(update_fields=["is_staff", "is_superuser"])
+        obj.groups.add(*[role_group(role) for role in held if role in ROLE_GROUPS])
 
 
 class TeamFactory(DjangoModelFactory):

@@ -119,6 +119,8 @@ class MembershipPlan:
     roles: dict[int, str]
     remove_team_ids: frozenset[int]
     is_admin: bool
+    # The other platform roles the groups grant (``apps.accounts.roles.Role`` values).
+    platform_roles: frozenset[str] = frozenset()
     ignored_groups: tuple[str, ...] = ()
     unmatchable_groups: tuple[str, ...] = ()
 
@@ -129,6 +131,7 @@ def plan_memberships(
     teams: Iterable[TeamGroups],
     current_idp_team_ids: Iterable[int],
     admin_groups: Iterable[str],
+    role_groups: Mapping[str, Iterable[str]] | None = None,
     groups_format: str = GROUPS_FORMAT_AUTO,
 ) -> MembershipPlan:
     """Map the groups claim of one sign-in to memberships.
@@ -136,7 +139,8 @@ def plan_memberships(
     A team's lead group makes its holder a lead; its member group makes a member. Teams
     whose groups the user no longer holds are left, so leaving a group removes access at
     the next sign-in. Only memberships that came from the identity provider are removed.
-    Team and admin groups are matched the same way (:func:`group_key`).
+    Team, admin and platform-role groups (``role_groups``: role → its groups, e.g. the
+    operators' OIDC_OPERATOR_GROUPS) are matched the same way (:func:`group_key`).
     """
     if groups_format not in GROUPS_FORMATS:
         raise ValueError(f"Unknown groups format {groups_format!r}.")
@@ -170,11 +174,17 @@ def plan_memberships(
         elif member_key and member_key in held:
             roles[team.team_id] = ROLE_MEMBER
     admin_keys = {key for key in map(configured, admin_groups) if key}
+    platform_roles = frozenset(
+        role
+        for role, role_group_names in (role_groups or {}).items()
+        if held & {key for key in map(configured, role_group_names) if key}
+    )
     remove = frozenset(set(current_idp_team_ids) - set(roles))
     return MembershipPlan(
         roles=roles,
         remove_team_ids=remove,
         is_admin=bool(held & admin_keys),
+        platform_roles=platform_roles,
         ignored_groups=tuple(ignored),
         unmatchable_groups=tuple(dict.fromkeys(unmatchable)),
     )

@@ -12,7 +12,8 @@ from apps.accounts import core
 
 
 class User(AbstractUser):
-    """A person. Platform admins are ``is_staff``; team roles live in :class:`Membership`."""
+    """A person. Platform roles (admin, operator, auditor, billing) are read by
+    ``apps.accounts.selectors.platform_roles``; team roles live in :class:`Membership`."""
 
     display_name = models.CharField(max_length=150, blank=True)
     # When the identity provider last confirmed the memberships and admin status it gave this

@@ -31,6 +31,8 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from apps.accounts import core, discovery
 from apps.accounts.models import OidcIdentity, User
+from apps.accounts.roles import Role
+from apps.accounts.selectors import forget_role_copy
 from apps.accounts.services import (
     user_groups_confirm,
     user_groups_lapse,
@@ -161,6 +163,7 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
             groups_claim=settings.OIDC_GROUPS_CLAIM,
             groups_format=settings.OIDC_GROUPS_FORMAT,
             admin_groups=settings.OIDC_ADMIN_GROUPS,
+            role_groups=role_groups_setting(),
             refresh_token=str(self.token_response.get("refresh_token") or ""),
             refresh_by=_refresh_by(self.token_response),
             source_ip=client_ip(request) if request is not None else None,
@@ -179,6 +182,16 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
         if not groups_recheck(user):
             return None
         return user
+
+
+def role_groups_setting() -> dict[str, list[str]]:
+    """The provider's groups of each platform role beyond admin (OIDC_OPERATOR_GROUPS,
+    OIDC_AUDITOR_GROUPS, OIDC_BILLING_GROUPS), read at each sign-in and re-check."""
+    return {
+        Role.OPERATOR.value: list(settings.OIDC_OPERATOR_GROUPS),
+        Role.AUDITOR.value: list(settings.OIDC_AUDITOR_GROUPS),
+        Role.BILLING.value: list(settings.OIDC_BILLING_GROUPS),
+    }
 
 
 def logout_endpoint() -> str:
@@ -374,6 +387,7 @@ def groups_recheck(user: User, *, now: float | None = None) -> bool:
             return False  # another request found them lapsed
         if not due(user):
             user.refresh_from_db(fields=["is_staff", "is_superuser"])
+            forget_role_copy(user)
             return True  # another request confirmed them meanwhile
         user_gone = False
         if identity is None or not identity.refresh_token:
@@ -406,6 +420,7 @@ def groups_recheck(user: User, *, now: float | None = None) -> bool:
                     groups_claim=settings.OIDC_GROUPS_CLAIM,
                     groups_format=settings.OIDC_GROUPS_FORMAT,
                     admin_groups=settings.OIDC_ADMIN_GROUPS,
+                    role_groups=role_groups_setting(),
                     refresh_token=refresh_token,
                     refresh_by=refresh_by,
                 )

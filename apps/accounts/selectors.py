@@ -1,3 +1,7 @@
+"""Reads of accounts: a person's platform roles (the one role check, ``platform_may``), their
+teams and team roles, the teams they may see, API tokens (with the one-statement lookup every
+API request makes) and the admin's password sign-in lockout."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -5,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.db.models import Field, Model, Q, QuerySet
 from django.utils import timezone
@@ -12,23 +17,68 @@ from limits import RateLimitItem
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, Team, User
+from apps.accounts.roles import ROLE_GROUPS, Act, Role, may, roles_from
 from apps.common.ratelimit import Decision, failures_per_window, rate_limiter
 
 _M = TypeVar("_M", bound=Model)
+
+
+def platform_roles(user: User) -> frozenset[Role]:
+    """The platform roles the user holds (:mod:`apps.accounts.roles`): platform admin for a
+    superuser, the others from membership of the roles' permission groups. Read once per user
+    object (one request's user), never cached across requests; :func:`forget_role_copy` drops
+    the copy when a service changes them."""
+    if not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", True):
+        return frozenset()
+    known: frozenset[Role] | None = getattr(user, "_platform_roles", None)
+    if known is None:
+        names = user.groups.values_list("name", flat=True) if user.pk is not None else []
+        known = roles_from(superuser=bool(user.is_superuser), group_names=names)
+        user._platform_roles = known  # type: ignore[attr-defined]
+    return known
+
+
+def platform_may(user: User, act: Act) -> bool:
+    """Whether the user's platform roles let them do ``act`` (the one role check)."""
+    return may(platform_roles(user), act)
+
+
+def is_platform_admin(user: User) -> bool:
+    return Role.ADMIN in platform_roles(user)
+
+
+def users_who_may(act: Act) -> QuerySet[User]:
+    """The active users whose platform roles let them ``act`` (told of what it concerns)."""
+    holders = [role for role in Role if may([role], act)]
+    groups = [ROLE_GROUPS[r] for r in holders if r in ROLE_GROUPS]
+    return (
+        User.objects.filter(is_active=True)
+        .filter(Q(is_superuser=True) | Q(groups__name__in=groups))
+        .distinct()
+        .order_by("username")
+    )
+
+
+def forget_role_copy(user: User) -> None:
+    """Drop the copy of the user's platform roles this user object holds."""
+    user.__dict__.pop("_platform_roles", None)
 
 
 def teams_of(user: User) -> QuerySet[Team]:
     return Team.objects.filter(memberships__user=user).order_by("name")
 
 
-def teams_visible_to(user: User) -> QuerySet[Team]:
-    """The teams a user may see: their own; every team for platform admins."""
-    return Team.objects.order_by("name") if user.is_staff else teams_of(user)
+def teams_visible_to(user: User, *, act: Act = Act.SEE_TEAMS) -> QuerySet[Team]:
+    """The teams a user may see: their own; every team for those whose platform role may
+    ``act`` across teams (reading every team's workloads and settings: admins and auditors;
+    with ``Act.SEE_SPEND``, a team's usage, budget and chargeback: billing too)."""
+    return Team.objects.order_by("name") if platform_may(user, act) else teams_of(user)
 
 
-def team_for_user(user: User, slug: str) -> Team:
-    """A team the user belongs to (any team for admins); ``Team.DoesNotExist`` (→ 404) else."""
-    return teams_visible_to(user).get(slug=slug)
+def team_for_user(user: User, slug: str, *, act: Act = Act.SEE_TEAMS) -> Team:
+    """A team the user belongs to (any team for a platform role that may ``act``);
+    ``Team.DoesNotExist`` (→ 404) else."""
+    return teams_visible_to(user, act=act).get(slug=slug)
 
 
 def team_ids_of(user: User) -> list[int]:
@@ -47,8 +97,9 @@ def team_ids_of(user: User) -> list[int]:
 
 def sees_cluster(user: User) -> bool:
     """Whether the user may see cluster-wide views (the heat map of every GPU, free capacity):
-    platform admins and members of at least one team; not someone who belongs to no team."""
-    return bool(user.is_staff) or Membership.objects.filter(user=user).exists()
+    platform roles that see capacity and members of at least one team; not someone who
+    belongs to no team."""
+    return platform_may(user, Act.SEE_CAPACITY) or Membership.objects.filter(user=user).exists()
 
 
 def memberships_of(user: User) -> QuerySet[Membership]:
@@ -65,7 +116,7 @@ def team_role(user: User, team_id: int) -> str | None:
 def is_team_lead(user: User, team_id: int) -> bool:
     """Whether the user may act as the team's lead: a lead of the team, or a platform admin
     (admins may do everything a lead may). The one lead check; every door asks it."""
-    if user.is_staff:
+    if platform_may(user, Act.ACT_FOR_TEAMS):
         return True
     return Membership.objects.filter(user=user, team_id=team_id, role=Membership.Role.LEAD).exists()
 
@@ -215,12 +266,18 @@ _USER_FIELDS = User._meta.concrete_fields
 
 def _token_sql() -> str:
     token, user, membership = ApiToken._meta, User._meta, Membership._meta
+    user_groups, group = User.groups.through._meta, Group._meta
+    on_group, of_user = user_groups.get_field("group").column, user_groups.get_field("user").column
     columns = [f"t.{f.column}" for f in _TOKEN_FIELDS] + [f"u.{f.column}" for f in _USER_FIELDS]
-    # The user's team ids ride along: every API read needs them to decide what is visible.
+    # The user's team ids and group names ride along: every API read needs them to decide what
+    # is visible (the teams, the platform roles).
     return (
         f"SELECT {', '.join(columns)}, "  # noqa: S608
         f"ARRAY(SELECT m.{membership.get_field('team').column} FROM {membership.db_table} m "
-        f"WHERE m.{membership.get_field('user').column} = u.{user.pk.column}) "
+        f"WHERE m.{membership.get_field('user').column} = u.{user.pk.column}), "
+        f"ARRAY(SELECT g.{group.get_field('name').column} FROM {user_groups.db_table} ug "
+        f"JOIN {group.db_table} g ON g.{group.pk.column} = ug.{on_group} "
+        f"WHERE ug.{of_user} = u.{user.pk.column}) "
         f"FROM {token.db_table} t JOIN {user.db_table} u "
         f"ON u.{user.pk.column} = t.{token.get_field('user').column} "
         f"WHERE t.{token.get_field('digest').column} = %s "
@@ -248,8 +305,10 @@ def _token_by_digest_sql(digest: str) -> ApiToken | None:
         return None
     split = len(_TOKEN_FIELDS)
     token = _from_row(ApiToken, _TOKEN_FIELDS, row[:split])
-    user = _from_row(User, _USER_FIELDS, row[split:-1])
-    user._team_ids = sorted(row[-1])  # type: ignore[attr-defined]  # read by team_ids_of
+    user = _from_row(User, _USER_FIELDS, row[split:-2])
+    user._team_ids = sorted(row[-2])  # type: ignore[attr-defined]  # read by team_ids_of
+    # Read by platform_roles.
+    user._platform_roles = roles_from(superuser=user.is_superuser, group_names=row[-1])  # type: ignore[attr-defined]
     token.user = user
     return token
 

@@ -11,7 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, team_leads
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may, team_leads, users_who_may
 from apps.audit.services import audit_record
 from apps.budgets import core
 from apps.budgets.models import Budget, BudgetSpend
@@ -28,7 +29,7 @@ HARD_STOP_NOTE = (
 
 def _told_of_budgets(team: Team) -> list[User]:
     """Who hears of a team's budget: its leads and the platform admins."""
-    return [*team_leads(team.pk), *User.objects.filter(is_staff=True, is_active=True)]
+    return [*team_leads(team.pk), *users_who_may(Act.MANAGE_BILLING)]
 
 
 def budget_set(
@@ -42,8 +43,8 @@ def budget_set(
     source_ip: str | None = None,
 ) -> Budget:
     """Set the team's budget from ``month`` on (platform admins; audited)."""
-    if not actor.is_staff:
-        raise PermissionDenied("Only platform admins set budgets.")
+    if not platform_may(actor, Act.MANAGE_BILLING):
+        raise PermissionDenied("Only platform admins and billing set budgets.")
     errors: dict[str, str] = {}
     if not isinstance(amount, Decimal) or not amount.is_finite() or not 0 <= amount <= MAX_AMOUNT:
         errors["amount"] = "The amount is a number from 0 to 999,999,999,999.99."

@@ -4,9 +4,12 @@ in the same transaction."""
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 from apps.accounts.models import User
+from apps.accounts.roles import Act, refusal
+from apps.accounts.selectors import platform_may
 from apps.audit.services import audit_record, audited_delete, audited_save
 from apps.catalog.models import Cluster, GpuClass, Image, NodeMaintenance
 from apps.common import taskqueue
@@ -20,6 +23,12 @@ GPU_CLASS_RESOURCE_FIELDS = frozenset(
 CLUSTER_CONNECTION_FIELDS = frozenset(
     {"connection", "kubeconfig_path", "kubeconfig_context", "enabled"}
 )
+
+
+def _may(actor: User | None, act: Act) -> None:
+    """Refuse a person whose platform roles may not ``act`` (None: the platform itself)."""
+    if actor is not None and not platform_may(actor, act):
+        raise PermissionDenied(refusal(act))
 
 
 def _setup_enabled_clusters() -> None:
@@ -37,7 +46,14 @@ def gpu_class_save(
 
     When the class's sharing parameters change, the Kubernetes resources its quotas are
     written in change too: every team's namespace is applied again on every enabled cluster.
+    The hourly cost is billing's to change, the rest the capacity side's.
     """
+    if gpu_class.pk is None:
+        _may(actor, Act.MANAGE_CAPACITY)
+    else:
+        stored = GpuClass.objects.filter(pk=gpu_class.pk).values().first()
+        changed = {k for k, v in dict(stored or {}).items() if getattr(gpu_class, k, v) != v}
+        _may(actor, Act.MANAGE_BILLING if changed <= {"hourly_cost"} else Act.MANAGE_CAPACITY)
     with transaction.atomic():
         gpu_class, created, changes = audited_save(
             actor=actor, obj=gpu_class, action="gpuclass", source_ip=source_ip
@@ -52,6 +68,7 @@ def gpu_class_set_enabled(
 ) -> bool:
     """Offer a class to users, or stop offering it (running work is kept). Returns whether
     anything changed."""
+    _may(actor, Act.MANAGE_CAPACITY)
     with transaction.atomic():
         # Conditional update: of two admins flipping the same class, one records the change.
         changed = GpuClass.objects.filter(pk=gpu_class.pk, enabled=not enabled).update(
@@ -72,6 +89,7 @@ def gpu_class_delete(
     *, actor: User | None, gpu_class: GpuClass, source_ip: str | None = None
 ) -> None:
     """Delete a class no quota or workload refers to (the database protects those)."""
+    _may(actor, Act.MANAGE_CAPACITY)
     audited_delete(actor=actor, obj=gpu_class, action="gpuclass", source_ip=source_ip)
 
 
@@ -92,6 +110,7 @@ def image_delete(*, actor: User | None, image: Image, source_ip: str | None = No
 def cluster_save(*, actor: User | None, cluster: Cluster, source_ip: str | None = None) -> Cluster:
     """Register or change a cluster. A new, re-enabled or reconnected cluster gets every team's
     namespace, then its node inventory."""
+    _may(actor, Act.MANAGE_CAPACITY)
     with transaction.atomic():
         cluster, created, changes = audited_save(
             actor=actor, obj=cluster, action="cluster", source_ip=source_ip
@@ -103,6 +122,7 @@ def cluster_save(*, actor: User | None, cluster: Cluster, source_ip: str | None 
 
 def cluster_delete(*, actor: User | None, cluster: Cluster, source_ip: str | None = None) -> None:
     """Forget a cluster: its node inventory goes with it; what runs there is left alone."""
+    _may(actor, Act.MANAGE_CAPACITY)
     audited_delete(actor=actor, obj=cluster, action="cluster", source_ip=source_ip)
 
 
@@ -115,6 +135,7 @@ def node_maintenance_save(
     """Schedule or change a node's maintenance window: from its start the node takes no new
     work and, with ``drain``, what runs there is moved off with its class's notice (the
     scheduler's drain pass)."""
+    _may(actor, Act.MANAGE_CAPACITY)
     if window.pk is None and actor is not None and window.created_by_id is None:
         window.created_by = actor
     return audited_save(actor=actor, obj=window, action="node_maintenance", source_ip=source_ip)[0]
@@ -124,4 +145,5 @@ def node_maintenance_delete(
     *, actor: User | None, window: NodeMaintenance, source_ip: str | None = None
 ) -> None:
     """Cancel a maintenance window: the node takes work again (if nothing else blocks it)."""
+    _may(actor, Act.MANAGE_CAPACITY)
     audited_delete(actor=actor, obj=window, action="node_maintenance", source_ip=source_ip)

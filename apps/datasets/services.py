@@ -12,7 +12,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, team_role
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may, team_role
 from apps.audit.services import audit_record
 from apps.credentials.models import Secret
 from apps.datasets import core
@@ -20,7 +21,7 @@ from apps.datasets.models import Dataset
 
 
 def _may_write(actor: User, team: Team) -> None:
-    if team_role(actor, team.pk) is None and not actor.is_staff:
+    if team_role(actor, team.pk) is None and not platform_may(actor, Act.ACT_FOR_TEAMS):
         raise PermissionDenied("You are not a member of this team.")
     if not is_team_lead(actor, team.pk):
         raise PermissionDenied("Only the team's leads and admins may register or remove datasets.")

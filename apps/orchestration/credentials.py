@@ -21,7 +21,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, team_role
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may, team_role
 from apps.audit.services import audit_record
 from apps.common import taskqueue
 from apps.credentials import core
@@ -38,7 +39,7 @@ NO_CLUSTER = "No cluster is registered to keep the secret in; ask a platform adm
 
 
 def _may_write(actor: User, team: Team, *, personal: bool) -> None:
-    if team_role(actor, team.pk) is None and not actor.is_staff:
+    if team_role(actor, team.pk) is None and not platform_may(actor, Act.ACT_FOR_TEAMS):
         raise PermissionDenied("You are not a member of this team.")
     if not personal and not is_team_lead(actor, team.pk):
         raise PermissionDenied(
@@ -158,7 +159,7 @@ def secret_rotate(
 def secret_delete(*, actor: User, secret: Secret, source_ip: str | None = None) -> None:
     """Forget the secret and remove its Secrets from the clusters. Admins may delete any team
     secret; a personal one only its owner (or an admin, for someone who left)."""
-    if not (actor.is_staff and secret.owner_id is not None):
+    if not (platform_may(actor, Act.ACT_FOR_TEAMS) and secret.owner_id is not None):
         _may_change(actor, secret)
     with transaction.atomic():
         audit_record(

@@ -8,6 +8,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
 from apps.policies import core
@@ -40,7 +42,7 @@ def team_policy_set(
 ) -> TeamPolicy:
     """Replace the team's policy as a whole (platform admins; audited with before and after).
     New requests from every door are checked against it at once; running work is left alone."""
-    if not actor.is_staff:
+    if not platform_may(actor, Act.GOVERN_TEAMS):
         raise PermissionDenied("Only platform admins set team policies.")
     runtimes = {k: (max_runtime_seconds or {}).get(k) for k in core.KINDS}
     idles = {k: (idle_timeout_seconds or {}).get(k) for k in core.KINDS}

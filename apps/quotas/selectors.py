@@ -5,7 +5,8 @@ from datetime import datetime
 from django.db.models import QuerySet, Sum
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, team_ids_of
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may, team_ids_of
 from apps.catalog.models import GpuClass
 from apps.quotas import core
 from apps.quotas.models import QuotaGrant, QuotaRequest, TeamQuota
@@ -81,7 +82,7 @@ def quota_requests_visible_to(user: User) -> QuerySet[QuotaRequest]:
     qs = QuotaRequest.objects.select_related(
         "team", "gpu_class", "requested_by", "decided_by", "grant"
     )
-    if user.is_staff:
+    if platform_may(user, Act.SEE_TEAMS):
         return qs
     return qs.filter(team_id__in=team_ids_of(user))
 
@@ -94,7 +95,7 @@ def quota_request_for_user(user: User, pk: int) -> QuotaRequest:
 def quota_request_may_decide(user: User, request: QuotaRequest) -> bool:
     return core.may_decide(
         kind=request.kind,
-        is_admin=user.is_staff,
+        is_admin=platform_may(user, Act.GOVERN_TEAMS),
         leads_team=is_team_lead(user, request.team_id),
     )
 

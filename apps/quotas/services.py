@@ -9,7 +9,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, team_ids_of
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may, team_ids_of
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass
 from apps.common import taskqueue
@@ -118,7 +119,7 @@ def quota_request_submit(
     Raises PermissionDenied for someone outside the team and ValidationError (per field) for a
     request that cannot be made as asked."""
     now = now or timezone.now()
-    if not actor.is_staff and team.pk not in team_ids_of(actor):
+    if not platform_may(actor, Act.ACT_FOR_TEAMS) and team.pk not in team_ids_of(actor):
         raise PermissionDenied("Only members of the team may ask for more of its quota.")
     base = team_quota(team, gpu_class)
     errors = core.grant_request_errors(

@@ -7,7 +7,8 @@ from datetime import datetime
 from django.db.models import QuerySet, Sum
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, team_ids_of
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may, team_ids_of
 from apps.catalog.models import ClusterNode, GpuClass
 from apps.quotas import selectors as quota_selectors
 from apps.quotas.core import QuotaNumbers, format_milli
@@ -139,7 +140,7 @@ def effective_quota(
 def reservations_visible_to(user: User) -> QuerySet[Reservation]:
     """Admins see every booking; others those of their teams."""
     qs = Reservation.objects.select_related("team", "gpu_class", "requested_by", "decided_by")
-    if user.is_staff:
+    if platform_may(user, Act.SEE_TEAMS):
         return qs
     return qs.filter(team_id__in=team_ids_of(user))
 

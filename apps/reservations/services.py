@@ -10,7 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass
 from apps.common import taskqueue
@@ -117,7 +118,7 @@ def reservation_decide(
 ) -> Reservation:
     """A platform admin approves or rejects a booking that waits (above the threshold)."""
     now = now or timezone.now()
-    if not actor.is_staff:
+    if not platform_may(actor, Act.GOVERN_TEAMS):
         raise PermissionDenied("Platform admins decide bookings above the threshold.")
     if len(comment) > 2000:
         raise ValidationError({"comment": "At most 2000 characters."})

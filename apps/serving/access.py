@@ -15,7 +15,8 @@ from django.utils import timezone
 from limits import RateLimitItem
 
 from apps.accounts.models import User
-from apps.accounts.selectors import team_role
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, team_role
 from apps.audit.services import audit_record
 from apps.common.ratelimit import Decision, failures_per_window, rate_limiter
 from apps.serving import keys
@@ -261,7 +262,7 @@ def endpoint_call_authorise(
     workload = _live_endpoint(endpoint_id)
     if workload is None:
         return NOT_A_MEMBER
-    if not (user.is_staff or team_role(user, workload.team_id) is not None):
+    if not (platform_may(user, Act.ACT_FOR_TEAMS) or team_role(user, workload.team_id) is not None):
         return NOT_A_MEMBER
     verdict = _state_verdict(workload)
     _remember(_by_user(endpoint_id, user.pk), verdict)

@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidde
 from django.shortcuts import redirect
 
 from apps.accounts.models import Team
+from apps.accounts.roles import Act
 from apps.accounts.selectors import sees_cluster, team_for_user
 
 View = Callable[..., HttpResponse]
@@ -33,10 +34,10 @@ def cluster_view(view: View) -> View:
     return wrapped
 
 
-def team_or_404(request: HttpRequest, slug: str) -> Team:
+def team_or_404(request: HttpRequest, slug: str, *, act: Act = Act.SEE_TEAMS) -> Team:
     """The team of ``slug`` if the signed-in person may see it (a member, or an admin); 404
     otherwise, whether or not it exists."""
     try:
-        return team_for_user(request.user, slug)  # type: ignore[arg-type]
+        return team_for_user(request.user, slug, act=act)  # type: ignore[arg-type]
     except Team.DoesNotExist:
         raise Http404("No such team.") from None

@@ -8,7 +8,8 @@ from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
 from apps.accounts.models import Membership
-from apps.accounts.selectors import memberships_of
+from apps.accounts.roles import ROLE_LABELS, Act, Role, may
+from apps.accounts.selectors import memberships_of, platform_may, platform_roles
 from apps.notifications.selectors import unread_count
 from apps.telemetry.selectors.overview import may_see_overview
 
@@ -24,7 +25,30 @@ def has_team(user: Any, memberships: Sequence[Membership]) -> bool:
     """Whether the team pages lead anywhere for ``user``: a team member, or an admin."""
     if user is None or not user.is_authenticated:
         return False
-    return bool(user.is_staff or memberships)
+    return bool(memberships) or platform_may(user, Act.SEE_TEAMS)
+
+
+class PlatformRoles:
+    """What the signed-in person's platform roles let them do, for templates:
+    ``{% if platform.may.GOVERN_TEAMS %}`` (an ``Act``'s name), ``platform.labels``. Read from
+    the roles when a template first asks (one query, shared with every other door)."""
+
+    def __init__(self, user: Any) -> None:
+        self._user = user
+
+    def _held(self) -> frozenset[Role]:
+        user = self._user
+        return platform_roles(user) if user is not None and user.is_authenticated else frozenset()
+
+    @property
+    def may(self) -> dict[str, bool]:
+        held = self._held()
+        return {act.name: may(held, act) for act in Act}
+
+    @property
+    def labels(self) -> list[str]:
+        held = self._held()
+        return [ROLE_LABELS[role] for role in Role if role in held]
 
 
 def portal(request: HttpRequest) -> dict[str, object]:
@@ -34,6 +58,7 @@ def portal(request: HttpRequest) -> dict[str, object]:
     return {
         "has_team": lambda: has_team(user, memberships),  # type: ignore[arg-type]
         "menu_memberships": memberships,
+        "platform": PlatformRoles(user),
         "oidc_enabled": settings.OIDC_ENABLED,
         "dev_login_enabled": settings.DEV_LOGIN_ENABLED,
         # Counted only when a page shows it (the menu of a signed-in user).

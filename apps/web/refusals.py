@@ -15,7 +15,8 @@ from django.http import HttpRequest
 from django.urls import Resolver404, resolve
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import memberships_of, team_leads
+from apps.accounts.roles import Act
+from apps.accounts.selectors import memberships_of, platform_may, team_leads
 from apps.workloads.selectors import workloads_visible_to
 
 KIND_WORDS = {
@@ -80,7 +81,9 @@ def _object_of(request: HttpRequest, user: User) -> tuple[str, str, Team | None]
     slug = kwargs.get("slug")
     if isinstance(slug, str) and request.path_info.startswith("/teams/"):
         team = Team.objects.filter(slug=slug).first()
-        if team is not None and (user.is_staff or memberships_of(user).filter(team=team).exists()):
+        if team is not None and (
+            platform_may(user, Act.SEE_TEAMS) or memberships_of(user).filter(team=team).exists()
+        ):
             return f"the team {team.name}", "", team
     return "", "", None
 

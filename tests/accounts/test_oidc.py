@@ -17,6 +17,8 @@ from django.utils import timezone
 from apps.accounts import discovery
 from apps.accounts.models import Membership, OidcIdentity, Team, User, UserSession
 from apps.accounts.oidc import GpupaasOIDCBackend
+from apps.accounts.roles import Role
+from apps.accounts.selectors import platform_roles
 from apps.accounts.services import api_token_create
 from apps.audit.models import AuditEvent
 from tests.accounts.oidc_helpers import age_groups
@@ -388,6 +390,25 @@ def test_session_picks_up_group_changes_at_the_provider_after_the_interval(
     assert timezone.now() - user.idp_checked_at < timedelta(minutes=1)
     event = AuditEvent.objects.get(action="auth.groups_refresh", object_id=str(user.pk))
     assert event.details["groups"] == ["gpupaas-team-nlp"]
+
+
+def test_platform_roles_come_from_the_providers_groups_at_sign_in_and_re_check(
+    mo: Any, settings: Any, teams: dict[str, Team]
+) -> None:
+    settings.OIDC_AUDITOR_GROUPS = ["gpupaas-auditors"]
+    settings.OIDC_BILLING_GROUPS = ["gpupaas-billing"]
+    mo.set_user("mo", groups=["gpupaas-team-vision", "gpupaas-auditors"])
+    client = Client()
+    sign_in(client, mo, "mo")
+    user = _user("mo")
+    assert platform_roles(user) == {Role.AUDITOR}
+    assert user.is_staff and not user.is_superuser
+    assert client.get("/admin/workloads/workload/").status_code == 200  # view only
+    mo.set_user("mo", groups=["gpupaas-team-vision", "gpupaas-billing"])
+    age_groups(user, settings.OIDC_GROUPS_MAX_AGE_SECONDS + 1)
+    assert client.get("/accounts/profile/").status_code == 200
+    assert platform_roles(_user("mo")) == {Role.BILLING}
+    assert client.get("/admin/workloads/workload/").status_code == 403
 
 
 def test_api_token_picks_up_group_changes_at_the_provider_after_the_interval(

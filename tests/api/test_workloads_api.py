@@ -297,7 +297,7 @@ def test_list_query_count_does_not_grow_with_rows(
         workload_of(cast)
     client = api(cast.owner)
     client.get("/api/v1/workloads/")  # token last-use write happens once a minute
-    with django_assert_max_num_queries(2):  # token (with team ids); count with the page
+    with django_assert_max_num_queries(2):  # token (with team ids, roles); count with the page
         assert len(client.get("/api/v1/workloads/").json()["results"]) == 30
 
 

@@ -12,15 +12,18 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apps.accounts.roles import Role
 from apps.accounts.services import api_token_create
 from apps.budgets.services import budget_set, budget_spend_record, budget_stop_lift
 from apps.catalog.models import Image
 from apps.common.ratelimit import rate_limiter
+from apps.policies.models import TeamPolicy
 from apps.policies.services import team_policy_set
 from apps.workloads.models import Workload
 from gpupaas_cli import exits
 from tests.cli.test_cli_live import CliFor
-from tests.factories import ImageFactory
+from tests.factories import ImageFactory, UserFactory
+from tests.plugins.cast import Cast
 from tests.workloads.test_request_matrix import (
     ROWS,
     Row,
@@ -212,3 +215,29 @@ def test_the_cli_refuses_with_the_policys_message(world: World, cli_for: CliFor)
     assert stopped.exit_code == exits.INVALID, stopped.output
     assert "priority_class: Vision's budget for" in stopped.stderr
     assert Workload.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("role", "status"), [(Role.AUDITOR, 403), (Role.OPERATOR, 404), (Role.BILLING, 404)]
+)
+def test_only_a_platform_admin_sets_a_policy_whatever_the_door(
+    cast: Cast, role: Role, status: int
+) -> None:
+    """The auditor sees the team's policy and is refused with the same message at both doors;
+    the operator and billing do not see the team's policy at all."""
+    holder = UserFactory(username=f"{role.value}-person", roles=[role])
+    portal = Client()
+    portal.force_login(holder)
+    _, token = api_token_create(actor=holder, name="t", scopes=["write"], expires_at=None)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    from_portal = portal.post("/teams/vision/policy/set/", {"max_gpu_milli_per_workload": "1"})
+    from_api = api.put(
+        "/api/v1/teams/vision/policy/", {"max_gpu_milli_per_workload": 1000}, format="json"
+    )
+    assert (from_portal.status_code, from_api.status_code) == (status, status)
+    if status == 403:
+        message = "Only platform admins set team policies."
+        assert message in from_portal.content.decode()
+        assert from_api.json()["message"] == message
+    assert not TeamPolicy.objects.exists()

@@ -97,8 +97,9 @@ def test_pages_take_the_same_queries_however_many_rows(listed: Portal) -> None:
     few = _queries(client, "/workloads/?sort=name")
     # Session, user, the form's teams and classes, team ids, the count, the page, the teams
     # the caller leads (once: the cancel boxes and the menu's overview link both ask), the
-    # menu's memberships with their teams (has_team asks the same list), unread notices.
-    assert few == 10
+    # menu's memberships with their teams (has_team asks the same list), unread notices, the
+    # caller's platform roles (their role groups, once).
+    assert few == 11
     cast = listed.cast
     Workload.objects.bulk_create(
         [

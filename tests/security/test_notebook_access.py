@@ -241,7 +241,7 @@ def test_access_is_checked_on_every_request_not_only_at_the_ticket(
     nb = notebook(portal)
     browser = Client()
     assert ingress_asks(browser, opened(portal, admin, nb)).status_code == 200
-    type(admin).objects.filter(pk=admin.pk).update(is_staff=False)
+    type(admin).objects.filter(pk=admin.pk).update(is_staff=False, is_superuser=False)
     assert ingress_asks(browser, url_of(nb)).status_code == 403
     owner_browser = Client()
     assert ingress_asks(owner_browser, opened(portal, portal.cast.owner, nb)).status_code == 200

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from apps.accounts.roles import Role
 from apps.workloads import core
 from apps.workloads.models import Workload
 from tests.factories import UserFactory, WorkloadFactory
@@ -45,6 +46,24 @@ def test_user_in_no_team_is_not_offered_the_heat_map(cast: Cast) -> None:
 def test_team_members_and_admins_see_the_cluster_views(cast: Cast, path: str) -> None:
     for user in (cast.owner, cast.outsider, cast.admin):
         assert _login(user).get(path).status_code == 200, user
+
+
+@pytest.mark.parametrize("path", CLUSTER_PAGES)
+@pytest.mark.parametrize("role", [Role.OPERATOR, Role.AUDITOR])
+def test_operators_and_auditors_in_no_team_see_the_cluster_views(
+    cast: Cast, path: str, role: Role
+) -> None:
+    assert _login(UserFactory(username="capacity", roles=[role])).get(path).status_code == 200
+
+
+@pytest.mark.parametrize("path", CLUSTER_PAGES)
+def test_billing_or_a_staff_flag_in_no_team_does_not_see_the_cluster_views(
+    cast: Cast, path: str
+) -> None:
+    billing = UserFactory(username="billing", roles=[Role.BILLING])
+    staff = UserFactory(username="staff", is_staff=True, is_superuser=False)
+    for user in (billing, staff):
+        assert _login(user).get(path, HTTP_HX_REQUEST="true").status_code == 403, user
 
 
 def test_running_workloads_amount_team_and_owner_are_not_editable_in_the_admin(

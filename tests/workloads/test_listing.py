@@ -163,7 +163,7 @@ def test_user_without_a_team_sees_nothing_and_no_statement_runs(
 ) -> None:
     loner = User.objects.create(username="loner")
     listing = WorkloadListing(loner, WorkloadFilters(), ROW_VALUES)
-    with django_assert_num_queries(1):  # the team ids; then nothing to ask
+    with django_assert_num_queries(2):  # the platform roles and the team ids; then nothing
         assert listing.count() == 0
         assert listing.rows(offset=0, limit=50) == []
 

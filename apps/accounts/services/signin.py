@@ -8,13 +8,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User, UserSession
+from apps.accounts.roles import ROLE_GROUPS, Role
 from apps.accounts.selectors import (
+    forget_role_copy,
     forget_team_copies,
+    platform_roles,
 )
 from apps.accounts.services.sessions import _end_sessions
 from apps.audit.services import audit_record
@@ -29,10 +33,11 @@ def _sync_provider_groups(
     groups_claim: str,
     groups_format: str,
     admin_groups: Sequence[str],
+    role_groups: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[core.GroupsClaim, core.MembershipPlan, bool]:
-    """Bring the user's provider memberships and admin status in line with ``claims`` (the user
-    row itself is saved by the caller). Returns the claim read, the plan applied and whether
-    anything changed."""
+    """Bring the user's provider memberships and platform roles in line with ``claims`` (the
+    user row itself is saved by the caller). Returns the claim read, the plan applied and
+    whether anything changed."""
     claim = core.read_groups_claim(claims, groups_claim)
     teams = [
         core.TeamGroups(team_id=t.pk, member_group=t.idp_group, lead_group=t.idp_lead_group)
@@ -48,6 +53,7 @@ def _sync_provider_groups(
         teams=teams,
         current_idp_team_ids=current,
         admin_groups=admin_groups,
+        role_groups=role_groups,
         groups_format=groups_format,
     )
     changed = False
@@ -65,11 +71,37 @@ def _sync_provider_groups(
     removed, _ = Membership.objects.filter(
         user=user, team_id__in=plan.remove_team_ids, source=Membership.Source.IDP
     ).delete()
-    changed = changed or bool(removed) or user.is_staff != plan.is_admin
-    user.is_staff = plan.is_admin
-    user.is_superuser = plan.is_admin
+    roles_changed = _platform_roles_set(user=user, plan=plan)
+    changed = changed or bool(removed) or roles_changed
     forget_team_copies(user)  # the token lookup's copy of the team ids is stale
     return claim, plan, changed
+
+
+def _platform_roles_set(*, user: User, plan: core.MembershipPlan) -> bool:
+    """The provider's word on the user's platform roles: admin is the superuser flag, the
+    others membership of the roles' permission groups; any role lets them into the admin (the
+    staff flag, which grants nothing by itself). Returns whether anything changed."""
+    held = {Role(role) for role in plan.platform_roles} | ({Role.ADMIN} if plan.is_admin else set())
+    before = platform_roles(user)
+    staff = bool(held)
+    flags_changed = user.is_staff != staff or user.is_superuser != plan.is_admin
+    user.is_staff = staff
+    user.is_superuser = plan.is_admin
+    wanted = {ROLE_GROUPS[role] for role in held if role in ROLE_GROUPS}
+    groups = {group.name: group for group in Group.objects.filter(name__in=ROLE_GROUPS.values())}
+    for name in wanted - set(groups):
+        # Made by the migration; one deleted by hand comes back empty, so that the role still
+        # counts in the portal and the API (the admin shows nothing until it has permissions).
+        log.warning("The permission group %r of a platform role was missing; made again.", name)
+        groups[name] = Group.objects.create(name=name)
+    user.groups.remove(*[g for name, g in groups.items() if name not in wanted])
+    user.groups.add(*[g for name, g in groups.items() if name in wanted])
+    forget_role_copy(user)
+    return flags_changed or before != frozenset(held)
+
+
+def _role_names(plan: core.MembershipPlan) -> list[str]:
+    return sorted({*plan.platform_roles, *([Role.ADMIN.value] if plan.is_admin else [])})
 
 
 def _log_groups(
@@ -77,7 +109,7 @@ def _log_groups(
 ) -> None:
     log.info(
         "OIDC %s of %s: groups claim is %s (OIDC_GROUPS_FORMAT=%s); groups received: %s; "
-        "teams: %s; admin: %s",
+        "teams: %s; admin: %s; platform roles: %s",
         when,
         user.get_username(),
         claim.describe(),
@@ -85,6 +117,7 @@ def _log_groups(
         ", ".join(claim.groups) or "none",
         sorted(plan.roles) or "none",
         plan.is_admin,
+        ", ".join(_role_names(plan)) or "none",
     )
     if claim.shape in ("absent", "unusable"):
         log.warning(
@@ -93,7 +126,7 @@ def _log_groups(
             when,
             user.get_username(),
         )
-    if claim.groups and not plan.roles and not plan.is_admin:
+    if claim.groups and not plan.roles and not plan.is_admin and not plan.platform_roles:
         log.warning(
             "OIDC %s of %s: no group maps to a team (OIDC_GROUPS_FORMAT=%s); groups received: "
             "%s. Set a team's identity-provider group to one of them, as the provider writes "
@@ -126,6 +159,7 @@ def user_sync_oidc(
     claims: Mapping[str, object],
     groups_claim: str,
     admin_groups: Sequence[str],
+    role_groups: Mapping[str, Sequence[str]] | None = None,
     groups_format: str = core.GROUPS_FORMAT_AUTO,
     refresh_token: str = "",
     refresh_by: datetime | None = None,
@@ -162,13 +196,15 @@ def user_sync_oidc(
         user.display_name = str(claims.get("name") or "")[:150]
         user.first_name = str(claims.get("given_name") or "")[:150]
         user.last_name = str(claims.get("family_name") or "")[:150]
-        was_admin = user.is_staff
+        was_admin = user.is_superuser
+        roles_before = platform_roles(user)
         claim, plan, _ = _sync_provider_groups(
             user=user,
             claims=claims,
             groups_claim=groups_claim,
             groups_format=groups_format,
             admin_groups=admin_groups,
+            role_groups=role_groups,
         )
         now = timezone.now()
         user.last_login = now
@@ -195,6 +231,8 @@ def user_sync_oidc(
                 "left_teams": sorted(plan.remove_team_ids),
                 "admin": plan.is_admin,
                 "admin_changed": was_admin != plan.is_admin,
+                "platform_roles": _role_names(plan),
+                "platform_roles_before": sorted(roles_before),
                 "refresh_token": bool(refresh_token),
             },
         )
@@ -211,6 +249,7 @@ def user_groups_confirm(
     admin_groups: Sequence[str],
     refresh_token: str,
     refresh_by: datetime | None = None,
+    role_groups: Mapping[str, Sequence[str]] | None = None,
 ) -> User:
     """Apply the groups the provider states now (a re-check, between sign-ins). Recorded as
     ``auth.groups_refresh`` when memberships or admin status changed."""
@@ -220,13 +259,15 @@ def user_groups_confirm(
                 "team_id", "role"
             )
         )
-        was_admin = user.is_staff
+        was_admin = user.is_superuser
+        roles_before = platform_roles(user)
         claim, plan, changed = _sync_provider_groups(
             user=user,
             claims=claims,
             groups_claim=groups_claim,
             groups_format=groups_format,
             admin_groups=admin_groups,
+            role_groups=role_groups,
         )
         user.idp_checked_at = timezone.now()
         user.idp_refresh_by = refresh_by
@@ -247,6 +288,8 @@ def user_groups_confirm(
                     "left_teams": sorted(plan.remove_team_ids),
                     "admin": plan.is_admin,
                     "admin_changed": was_admin != plan.is_admin,
+                    "platform_roles": _role_names(plan),
+                    "platform_roles_before": sorted(roles_before),
                 },
             )
     return user
@@ -267,9 +310,12 @@ def user_groups_lapse(*, user: User, reason: str, user_gone: bool = False) -> Us
             )
         )
         Membership.objects.filter(user=user, source=Membership.Source.IDP).delete()
-        was_admin = user.is_staff
+        was_admin = user.is_superuser
+        roles_before = platform_roles(user)
         user.is_staff = False
         user.is_superuser = False
+        user.groups.remove(*Group.objects.filter(name__in=ROLE_GROUPS.values()))
+        forget_role_copy(user)
         user.idp_checked_at = None
         user.idp_refresh_by = None
         user.save(update_fields=["is_staff", "is_superuser", "idp_checked_at", "idp_refresh_by"])
@@ -293,6 +339,7 @@ def user_groups_lapse(*, user: User, reason: str, user_gone: bool = False) -> Us
                 "reason": reason,
                 "left_teams": teams,
                 "admin": was_admin,
+                "platform_roles": sorted(roles_before),
                 "sessions": ended,
                 "user_gone": user_gone,
                 "tokens_revoked": revoked,

@@ -10,9 +10,11 @@ from django.db import IntegrityError, transaction
 
 from apps.accounts import core
 from apps.accounts.models import Membership, Team, User
+from apps.accounts.roles import Act
 from apps.accounts.selectors import (
     forget_team_copies,
     is_team_lead,
+    platform_may,
 )
 from apps.audit.services import audit_record
 from apps.common import taskqueue
@@ -156,7 +158,7 @@ def membership_set(
             .values("role", "source")
             .first()
         )
-        if actor is not None and not actor.is_staff:
+        if actor is not None and not platform_may(actor, Act.GOVERN_TEAMS):
             # A lead must not be able to make their own access outlive the provider's group
             # (setting it makes it manual), nor take over a membership the provider owns.
             if actor.pk == user.pk:
@@ -185,7 +187,11 @@ def membership_remove(
 ) -> None:
     if actor is not None and not is_team_lead(actor, membership.team_id):
         raise PermissionDenied("Only a team lead or an admin may remove members.")
-    if actor is not None and not actor.is_staff and membership.source == Membership.Source.IDP:
+    if (
+        actor is not None
+        and not platform_may(actor, Act.GOVERN_TEAMS)
+        and membership.source == Membership.Source.IDP
+    ):
         # The provider's groups own it: the next sign-in would bring it back anyway, and a lead
         # may not change it either (membership_set).
         raise PermissionDenied(PROVIDER_OWNS_MEMBERSHIP)

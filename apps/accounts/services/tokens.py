@@ -13,8 +13,10 @@ from django.utils import timezone
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, User
+from apps.accounts.roles import Act
 from apps.accounts.selectors import (
     live_tokens_of,
+    platform_may,
     token_descendants,
 )
 from apps.audit.services import audit_record
@@ -115,7 +117,7 @@ def api_token_create(
 
 def api_token_revoke(*, actor: User, token: ApiToken, source_ip: str | None = None) -> ApiToken:
     """Revoke a token and every token created with it (and with those, all the way down)."""
-    if token.user_id != actor.pk and not actor.is_staff:
+    if token.user_id != actor.pk and not platform_may(actor, Act.GOVERN_TEAMS):
         raise PermissionDenied("This token belongs to someone else.")
     now = timezone.now()
     with transaction.atomic():

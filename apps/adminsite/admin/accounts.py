@@ -20,6 +20,8 @@ from django.utils import timezone
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User
+from apps.accounts.roles import ROLE_LABELS, Act, Role, roles_from
+from apps.accounts.selectors import platform_may
 from apps.accounts.services import (
     api_token_revoke,
     group_delete,
@@ -254,8 +256,16 @@ class PasswordForm(AdminPasswordChangeForm):
 
 @admin.register(User)
 class UserAdmin(ServiceAdmin, DjangoUserAdmin):
-    list_display = ("username", "display_name", "email", "is_staff", "is_active", "last_login")
-    list_filter = ("is_staff", "is_superuser", "is_active", "memberships__team")
+    list_display = (
+        "username",
+        "display_name",
+        "email",
+        "roles",
+        "is_staff",
+        "is_active",
+        "last_login",
+    )
+    list_filter = ("is_superuser", "groups", "is_staff", "is_active", "memberships__team")
     search_fields = ("username", "display_name", "email", "oidc_identities__subject")
     inlines = (OidcIdentityInline, UserMembershipInline)
     fieldsets = (*DjangoUserAdmin.fieldsets, ("Profile", {"fields": ("display_name",)}))  # type: ignore[misc]
@@ -273,6 +283,17 @@ class UserAdmin(ServiceAdmin, DjangoUserAdmin):
             permissions=data["user_permissions"] if "user_permissions" in form.fields else None,
             source_ip=source_ip(request),
         )
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).prefetch_related("groups")
+
+    @admin.display(description="platform roles")
+    def roles(self, obj: User) -> str:
+        # From the prefetched groups: one read for the whole list.
+        held = roles_from(
+            superuser=obj.is_superuser, group_names=[g.name for g in obj.groups.all()]
+        )
+        return ", ".join(ROLE_LABELS[r] for r in Role if r in held) or "—"
 
     def delete_model(self, request: HttpRequest, obj: User) -> None:
         user_delete(actor=actor(request), user=obj, source_ip=source_ip(request))
@@ -351,6 +372,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
         # Revoked, never deleted, so the trail keeps what the token was.
         return False
 
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        return platform_may(request.user, Act.GOVERN_TEAMS)  # type: ignore[arg-type]
+
     @admin.display(description="token")
     def prefix(self, obj: ApiToken) -> str:
         return f"{core.TOKEN_PREFIX}_{obj.lookup}_…"
@@ -361,7 +385,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             return "revoked"
         return "active" if obj.is_active(timezone.now()) else "expired"
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens", permissions=["revoke"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = 0
         for token in queryset.filter(revoked_at__isnull=True):

@@ -7,6 +7,8 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils import timezone
 
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may
 from apps.adminsite.admin.base import ServiceAdmin, actor, source_ip
 from apps.adminsite.admin.formatting import cost, gib
 from apps.adminsite.admin.quotas import QuotaInline
@@ -85,11 +87,27 @@ class GpuClassAdmin(ServiceAdmin):
         warning = guarantee_warning_for_class(form.instance)
         return [warning] if warning else []
 
-    @admin.action(description="Offer the selected classes to users")
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """Billing changes a class's price, the capacity side the rest (the service says so
+        again)."""
+        user = request.user
+        if obj is None or platform_may(user, Act.MANAGE_CAPACITY):  # type: ignore[arg-type]
+            return super().get_readonly_fields(request, obj)
+        priced = platform_may(user, Act.MANAGE_BILLING)  # type: ignore[arg-type]
+        fields = [f for _, options in self.fieldsets for f in options["fields"]]
+        return [f for f in fields if not (priced and f == "hourly_cost")]
+
+    def has_offer_permission(self, request: HttpRequest) -> bool:
+        return platform_may(request.user, Act.MANAGE_CAPACITY)  # type: ignore[arg-type]
+
+    @admin.action(description="Offer the selected classes to users", permissions=["offer"])
     def enable(self, request: HttpRequest, queryset: Any) -> None:
         self._set_enabled(request, queryset, True)
 
-    @admin.action(description="Stop offering the selected classes (running work is kept)")
+    @admin.action(
+        description="Stop offering the selected classes (running work is kept)",
+        permissions=["offer"],
+    )
     def disable(self, request: HttpRequest, queryset: Any) -> None:
         self._set_enabled(request, queryset, False)
 

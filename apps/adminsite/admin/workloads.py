@@ -5,6 +5,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may
 from apps.adminsite.admin.formatting import gpus
 from apps.common.http import client_ip
 from apps.workloads import core
@@ -87,7 +89,11 @@ class WorkloadAdmin(admin.ModelAdmin):
         # Cancelled, never deleted: its Kubernetes objects and accounting depend on the row.
         return False
 
-    @admin.action(description="Cancel selected workloads")
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        # Seeing workloads (an auditor) is not acting on them.
+        return platform_may(request.user, Act.ACT_FOR_TEAMS)  # type: ignore[arg-type]
+
+    @admin.action(description="Cancel selected workloads", permissions=["cancel"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
         done = skipped = 0
         for workload in queryset.exclude(state__in=core.TERMINAL_STATES):

@@ -15,8 +15,11 @@ from rest_framework.views import APIView
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Membership, Team, User
+from apps.accounts.roles import Role
 from apps.accounts.selectors import (
+    is_platform_admin,
     memberships_of,
+    platform_roles,
     team_for_user,
     teams_visible_to,
     token_for_user,
@@ -61,6 +64,10 @@ ME_RESPONSE = inline_serializer(
         "username": serializers.CharField(),
         "email": serializers.CharField(),
         "is_admin": serializers.BooleanField(),
+        "platform_roles": serializers.ListField(
+            child=serializers.ChoiceField(choices=[r.value for r in Role]),
+            help_text="The caller's platform roles: admin, operator, auditor, billing.",
+        ),
         "teams": inline_serializer(
             name="MyTeam",
             fields={
@@ -86,6 +93,7 @@ class MeView(APIView):
                     "username": "alice",
                     "email": "alice@example.com",
                     "is_admin": False,
+                    "platform_roles": [],
                     "teams": [{"slug": "vision", "name": "Vision", "role": "member"}],
                 },
                 response_only=True,
@@ -98,7 +106,8 @@ class MeView(APIView):
             {
                 "username": user.get_username(),
                 "email": user.email,
-                "is_admin": user.is_staff,
+                "is_admin": is_platform_admin(user),
+                "platform_roles": sorted(platform_roles(user)),
                 "teams": [
                     {"slug": m.team.slug, "name": m.team.name, "role": m.role}
                     for m in memberships_of(user)

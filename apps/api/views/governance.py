@@ -14,7 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import team_for_user
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, team_for_user
 from apps.api.base import error_responses
 from apps.api.params import MonthField
 from apps.budgets import core as budget_core
@@ -153,7 +154,7 @@ class TeamPolicyView(APIView):
     def put(self, request: Request, slug: str) -> Response:
         actor = _actor(request)
         team = team_for_user(actor, slug)
-        if not actor.is_staff:
+        if not platform_may(actor, Act.GOVERN_TEAMS):
             raise PermissionDenied("Only platform admins set team policies.")
         body = PolicySerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -265,7 +266,7 @@ class TeamBudgetView(APIView):
         examples=[OpenApiExample("budget", value=BUDGET_EXAMPLE, response_only=True)],
     )
     def get(self, request: Request, slug: str) -> Response:
-        team = team_for_user(_actor(request), slug)
+        team = team_for_user(_actor(request), slug, act=Act.SEE_SPEND)
         query = BudgetQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         month = query.validated_data.get("month")
@@ -289,7 +290,7 @@ class TeamBudgetView(APIView):
     )
     def put(self, request: Request, slug: str) -> Response:
         actor = _actor(request)
-        team = team_for_user(actor, slug)
+        team = team_for_user(actor, slug, act=Act.SEE_SPEND)
         body = BudgetSetSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
@@ -317,7 +318,7 @@ class TeamBudgetApproveView(APIView):
     )
     def post(self, request: Request, slug: str) -> Response:
         actor = _actor(request)
-        team = team_for_user(actor, slug)
+        team = team_for_user(actor, slug, act=Act.SEE_SPEND)
         budget_stop_lift(actor=actor, team=team, month=this_month(), source_ip=client_ip(request))
         return Response(_budget_body(team))
 
@@ -396,9 +397,10 @@ def _advice_body(row: rightsizing.AdviceRow) -> dict[str, Any]:
     }
 
 
-def _admin(request: Request) -> User:
+def _admin(request: Request, act: Act) -> User:
+    """The caller, when their platform role may ``act`` (reading advice or applying it)."""
     actor = _actor(request)
-    if not actor.is_staff:
+    if not platform_may(actor, act):
         raise PermissionDenied("Right-sizing advice is for platform admins.")
     return actor
 
@@ -414,7 +416,7 @@ class AdviceListView(APIView):
         examples=[OpenApiExample("advice", value=[ADVICE_EXAMPLE], response_only=True)],
     )
     def get(self, request: Request) -> Response:
-        _admin(request)
+        _admin(request, Act.SEE_TEAMS)
         query = AdviceQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         rows = rightsizing.rightsizing(days=query.validated_data["days"])
@@ -439,7 +441,7 @@ class AdviceApplyView(APIView):
         ],
     )
     def post(self, request: Request) -> Response:
-        actor = _admin(request)
+        actor = _admin(request, Act.GOVERN_TEAMS)
         body = AdviceApplySerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

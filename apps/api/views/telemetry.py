@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.accounts.models import User
+from apps.accounts.roles import Act
 from apps.accounts.selectors import team_for_user
 from apps.api.base import error_responses
 from apps.api.params import MonthField
@@ -114,6 +115,7 @@ class TeamUsageView(APIView):
         examples=[OpenApiExample("a month", value=USAGE_EXAMPLE, response_only=True)],
     )
     def get(self, request: Request, slug: str) -> Response:
-        team = team_for_user(request.user, slug)  # type: ignore[arg-type]
+        # Billing reads every team's usage, as auditors and admins do.
+        team = team_for_user(request.user, slug, act=Act.SEE_SPEND)  # type: ignore[arg-type]
         start, end = _month(request)
         return Response(UsageSerializer(_usage(selectors.team_rows(team), start, end)).data)

@@ -14,7 +14,8 @@ from django.db.models import F, QuerySet, Sum
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import team_ids_led_by, teams_led_by
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, team_ids_led_by, teams_led_by
 from apps.catalog.models import GpuClass
 from apps.quotas import core as quota_core
 from apps.quotas.models import TeamQuota
@@ -28,13 +29,15 @@ QUEUE_ROWS = 200
 
 
 def overview_teams(user: User) -> QuerySet[Team]:
-    """The teams whose overview ``user`` may see: every team for platform admins, the teams
-    they lead for leads, none for anyone else."""
-    return Team.objects.order_by("name") if user.is_staff else teams_led_by(user)
+    """The teams whose overview ``user`` may see: every team for the platform roles that
+    see spend (admins, auditors, billing), the teams they lead for leads, none for anyone else."""
+    if platform_may(user, Act.SEE_SPEND):
+        return Team.objects.order_by("name")
+    return teams_led_by(user)
 
 
 def may_see_overview(user: User) -> bool:
-    return bool(user.is_staff) or bool(team_ids_led_by(user))
+    return platform_may(user, Act.SEE_SPEND) or bool(team_ids_led_by(user))
 
 
 def week_bounds(today: date | None = None) -> tuple[date, date]:

@@ -9,6 +9,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from apps.accounts.models import Team, User
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass
 from apps.quotas.models import TeamQuota
@@ -27,7 +29,7 @@ def advice_apply(
 ) -> QuotaResult:
     """Set the quota the advice suggests now (computed again here, never taken from a form),
     through the quotas service; the evidence goes into the audit trail with it."""
-    if not actor.is_staff:
+    if not platform_may(actor, Act.GOVERN_TEAMS):
         raise PermissionDenied("Only platform admins apply right-sizing advice.")
     rows = [r for r in rightsizing([team], days=days, now=now) if r.gpu_class.pk == gpu_class.pk]
     if not rows or rows[0].advice.guaranteed_milli is None:

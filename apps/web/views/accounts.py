@@ -14,9 +14,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Team, User
 from apps.accounts.oidc import logout_url
+from apps.accounts.roles import Act
 from apps.accounts.selectors import (
     is_team_lead,
     memberships_of,
+    platform_may,
+    platform_roles,
     teams_of,
     token_for_user,
     tokens_of,
@@ -101,7 +104,7 @@ def logout_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def no_team(request: HttpRequest) -> HttpResponse:
-    if request.user.is_staff or memberships_of(request.user).exists():  # type: ignore[arg-type]
+    if platform_roles(request.user) or memberships_of(request.user).exists():  # type: ignore[arg-type]
         return redirect("home")
     return render(
         request,
@@ -201,7 +204,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     anyone else gets 404, whatever the slug.
     """
     user: User = request.user  # type: ignore[assignment]
-    teams = Team.objects.all() if user.is_staff else teams_of(user)
+    teams = Team.objects.all() if platform_may(user, Act.SEE_TEAMS) else teams_of(user)
     team = teams.filter(slug=slug).first()
     if team is None:
         raise Http404("No such team.")

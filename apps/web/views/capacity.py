@@ -16,7 +16,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import teams_led_by, teams_visible_to
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, teams_led_by, teams_visible_to
 from apps.catalog.models import GpuClass
 from apps.catalog.selectors import gpu_classes_offered
 from apps.common.http import client_ip
@@ -220,7 +221,9 @@ def _calendar_days(gpu_class: GpuClass, start: datetime) -> list[Day]:
 
 
 def _booking_teams(user: User) -> QuerySet[Team]:
-    return Team.objects.order_by("name") if user.is_staff else teams_led_by(user)
+    if platform_may(user, Act.ACT_FOR_TEAMS):
+        return Team.objects.order_by("name")
+    return teams_led_by(user)
 
 
 @login_required

@@ -14,7 +14,8 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may
 from apps.budgets.core import month_label
 from apps.budgets.selectors import budget_report, budget_reports, this_month
 from apps.budgets.services import budget_set, budget_stop_lift
@@ -71,7 +72,7 @@ def _overview_context(user: User, quota_form: QuotaForm | None = None) -> dict[s
     return {
         "teams": teams,
         "allocation": allocation,
-        "capacity": overview.capacity_by_class() if user.is_staff else [],
+        "capacity": overview.capacity_by_class() if platform_may(user, Act.SEE_CAPACITY) else [],
         "borrowing": overview.borrowing(teams),
         "queue": overview.queue(teams),
         "idle_cost": overview.idle_cost(teams, start, end),
@@ -81,7 +82,7 @@ def _overview_context(user: User, quota_form: QuotaForm | None = None) -> dict[s
         "currency": settings.PLATFORM_CURRENCY,
         "quota_form": quota_form if quota_form is not None else QuotaForm(),
         "governance": [(team, budgets.get(team.pk), policies.get(team.pk)) for team in teams],
-        "may_edit_quotas": user.is_staff,
+        "may_edit_quotas": platform_may(user, Act.GOVERN_TEAMS),
         "links": _links(),
     }
 
@@ -100,7 +101,7 @@ def overview_page(request: HttpRequest) -> HttpResponse:
 def quota_edit(request: HttpRequest) -> HttpResponse:
     """A platform admin sets a team's quota of a class in GPUs (audited by the service)."""
     user = _user(request)
-    if not user.is_staff:
+    if not platform_may(user, Act.GOVERN_TEAMS):
         return render(
             request,
             "governance/forbidden.html",
@@ -152,7 +153,7 @@ def _budget_context(
         "report": report,
         "currency": settings.PLATFORM_CURRENCY,
         "form": form,
-        "may_set": user.is_staff,
+        "may_set": platform_may(user, Act.MANAGE_BILLING),
         "may_approve": is_team_lead(user, team.pk),
     }
 
@@ -162,14 +163,14 @@ def _budget_context(
 def team_budget(request: HttpRequest, slug: str) -> HttpResponse:
     """The team's budget this month: spent, run rate, forecast, thresholds and the hard stop.
     Members see it; admins set it; leads approve more work under the hard stop."""
-    team = team_or_404(request, slug)
+    team = team_or_404(request, slug, act=Act.SEE_SPEND)
     return render(request, "governance/budget.html", _budget_context(request, team))
 
 
 @login_required
 @require_POST
 def team_budget_set(request: HttpRequest, slug: str) -> HttpResponse:
-    team = team_or_404(request, slug)
+    team = team_or_404(request, slug, act=Act.SEE_SPEND)
     user = _user(request)
     form = BudgetForm(request.POST)
     if form.is_valid():
@@ -199,7 +200,7 @@ def team_budget_set(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def team_budget_approve(request: HttpRequest, slug: str) -> HttpResponse:
-    team = team_or_404(request, slug)
+    team = team_or_404(request, slug, act=Act.SEE_SPEND)
     try:
         budget_stop_lift(
             actor=_user(request), team=team, month=this_month(), source_ip=client_ip(request)
@@ -232,7 +233,7 @@ def _days(data: Any) -> tuple[int, str]:
 @require_GET
 def advice_page(request: HttpRequest) -> HttpResponse:
     """Suggested guarantees and limits per team and class, with the evidence (admins)."""
-    if not _user(request).is_staff:
+    if not platform_may(_user(request), Act.SEE_TEAMS):
         return render(
             request,
             "governance/forbidden.html",
@@ -258,7 +259,7 @@ def advice_apply_view(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         team = Team.objects.filter(slug=form.cleaned_data["team"]).first()
         gpu_class = GpuClass.objects.filter(name=form.cleaned_data["gpu_class"]).first()
-    if not user.is_staff:
+    if not platform_may(user, Act.GOVERN_TEAMS):
         return render(
             request,
             "governance/forbidden.html",
@@ -295,7 +296,7 @@ def _policy_context(team: Team, user: User, form: PolicyForm | None = None) -> d
         "team": team,
         "summary": policy_core.summary(spec) if spec else [],
         "form": form or PolicyForm(initial=policy_initial(spec) if spec else None),
-        "may_set": user.is_staff,
+        "may_set": platform_may(user, Act.GOVERN_TEAMS),
     }
 
 
@@ -312,7 +313,7 @@ def team_policy(request: HttpRequest, slug: str) -> HttpResponse:
 def team_policy_set_view(request: HttpRequest, slug: str) -> HttpResponse:
     team = team_or_404(request, slug)
     user = _user(request)
-    if not user.is_staff:
+    if not platform_may(user, Act.GOVERN_TEAMS):
         return render(
             request,
             "governance/forbidden.html",

@@ -18,6 +18,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django_prometheus.exports import ExportToDjangoView
 
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may
 from apps.common import health as ops
 from apps.common.http import is_loopback
 
@@ -31,7 +33,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 def _sees_details(request: HttpRequest) -> bool:
     user = getattr(request, "user", None)
-    return bool(user is not None and user.is_staff) or is_loopback(request)
+    return bool(user is not None and platform_may(user, Act.SEE_CAPACITY)) or is_loopback(request)
 
 
 @never_cache

@@ -15,7 +15,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import sees_cluster, teams_visible_to
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, sees_cluster, teams_visible_to
 from apps.budgets.selectors import budget_reports
 from apps.common.spreadsheet import SafeWriter
 from apps.telemetry import selectors
@@ -57,7 +58,7 @@ def usage_home(request: HttpRequest) -> HttpResponse:
                 start,
                 end,
             ),
-            "teams": teams_visible_to(user),
+            "teams": teams_visible_to(user, act=Act.SEE_SPEND),
             "sees_cluster": sees_cluster(user),
             "days": USAGE_DAYS,
         },
@@ -67,7 +68,7 @@ def usage_home(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def team_usage(request: HttpRequest, slug: str) -> HttpResponse:
-    team = get_object_or_404(teams_visible_to(_user(request)), slug=slug)
+    team = get_object_or_404(teams_visible_to(_user(request), act=Act.SEE_SPEND), slug=slug)
     start, end = _window()
     rows = selectors.team_rows(team)
     return render(
@@ -160,13 +161,14 @@ def workload_resume_view(request: HttpRequest, workload_id: int) -> HttpResponse
 def idle_list(request: HttpRequest) -> HttpResponse:
     user = _user(request)
     month_start = timezone.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    sees_spend = platform_may(user, Act.SEE_SPEND)
     return render(
         request,
         "telemetry/idle.html",
         {
             "workloads": selectors.idle_workloads(user)[:200],
-            "reclaimed_month": selectors.reclaimed(since=month_start) if user.is_staff else None,
-            "reclaimed_all": selectors.reclaimed() if user.is_staff else None,
+            "reclaimed_month": selectors.reclaimed(since=month_start) if sees_spend else None,
+            "reclaimed_all": selectors.reclaimed() if sees_spend else None,
             "threshold": settings.TELEMETRY_IDLE_THRESHOLD_PERCENT,
         },
     )
@@ -180,7 +182,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
     team_slug, team_error = query_slug(request, "team")
     error = " ".join(e for e in (month_error, team_error) if e)
     start, end = selectors.month_bounds(month)
-    teams = teams_visible_to(user)
+    teams = teams_visible_to(user, act=Act.SEE_SPEND)
     if team_slug:
         teams = teams.filter(slug=team_slug)
     rows = selectors.chargeback(teams, start, end)
@@ -225,7 +227,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "month": label,
             "total": total,
-            "teams": teams_visible_to(user),
+            "teams": teams_visible_to(user, act=Act.SEE_SPEND),
             "team_slug": team_slug or "",
             "error": error,
             "budgets": budgets,

@@ -14,7 +14,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import User
-from apps.accounts.selectors import team_ids_led_by, teams_visible_to
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, team_ids_led_by, teams_visible_to
 from apps.common.http import client_ip
 from apps.web.forms.workloads import WorkloadListForm
 from apps.web.params import path_int
@@ -54,6 +55,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
     paginator: Paginator[dict[str, Any]] = Paginator(listing, PAGE_SIZE)  # type: ignore[arg-type]
     page = paginator.get_page(request.GET.get("page"))
     led = team_ids_led_by(user)
+    acts_for_teams = platform_may(user, Act.ACT_FOR_TEAMS)
     rows = []
     for row in page.object_list:
         terminal = row["state"] in core.TERMINAL_STATES
@@ -68,7 +70,7 @@ def workload_list(request: HttpRequest) -> HttpResponse:
                     parallelism=sweep_parallelism(row["kind"], row["params"]),
                 ),
                 "may_cancel": not terminal
-                and (user.is_staff or row["owner_id"] == user.pk or row["team_id"] in led),
+                and (acts_for_teams or row["owner_id"] == user.pk or row["team_id"] in led),
                 "state_label": core_state_label(row["state"]),
                 "kind_label": core_kind_label(row["kind"]),
             }

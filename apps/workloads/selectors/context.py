@@ -6,7 +6,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may
 from apps.budgets.selectors import budget_state
 from apps.catalog.core import IMAGE_AVAILABLE
 from apps.catalog.models import GpuClass, Image
@@ -72,7 +73,7 @@ def request_context(
             else rules.ReservedEnv.of(settings.ENV_RESERVED)
         ),
         datasets=tuple(team_datasets(team)),
-        admin=actor.is_staff,
+        admin=platform_may(actor, Act.ACT_FOR_TEAMS),
         policy=team_policy_spec(team),
         budget=budget_state(team),
         image_clusters=on_nodes.get(image.name, ()),

@@ -14,7 +14,8 @@ from django.db import connection, models
 from django.db.models import Q, QuerySet
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import team_ids_of
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, team_ids_of
 from apps.catalog.models import GpuClass, Image
 from apps.workloads.models import Workload
 from apps.workloads.selectors.visibility import workloads_visible_to
@@ -225,7 +226,7 @@ class WorkloadListing:
         f, user = self.filters, self.user
         conditions = ["w.deleted_at IS NULL", "w.sweep_id IS NULL"]
         params: list[Any] = []
-        if not user.is_staff:
+        if not platform_may(user, Act.SEE_TEAMS):
             # Literal team ids: with one team, PostgreSQL walks that team's live-workload
             # index in page order, for the count and the page alike.
             ids = team_ids_of(user)

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from django.db.models import F, Q, QuerySet
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, team_ids_of
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may, team_ids_of
 from apps.catalog.models import GpuClass
 from apps.workloads import core
 from apps.workloads.models import RequestTemplate, Workload
@@ -23,7 +24,7 @@ def workloads_visible_to(user: User) -> QuerySet[Workload]:
     qs = Workload.objects.select_related("owner", "team", "gpu_class", "image").filter(
         deleted_at__isnull=True
     )
-    if user.is_staff:
+    if platform_may(user, Act.SEE_TEAMS):
         return qs
     return qs.filter(team_id__in=team_ids_of(user))
 
@@ -44,7 +45,9 @@ def workload_may_manage(user: User, workload: Workload) -> bool:
 
 def workload_may_open(user: User, workload: Workload) -> bool:
     """Only a notebook's owner and platform admins may open it (it is their home directory)."""
-    return workload.kind == core.KIND_NOTEBOOK and (user.is_staff or workload.owner_id == user.pk)
+    return workload.kind == core.KIND_NOTEBOOK and (
+        workload.owner_id == user.pk or platform_may(user, Act.ACT_FOR_TEAMS)
+    )
 
 
 def waiting_workloads_for_teams(teams: Iterable[Team]) -> QuerySet[Workload]:

@@ -12,7 +12,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import team_role
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, team_role
 from apps.audit.services import audit_record
 from apps.catalog.models import GpuClass, Image
 from apps.common import taskqueue
@@ -30,7 +31,7 @@ def workload_request_check(
     """The request rule set, whatever the door: what the request would be recorded and charged
     as, or PermissionDenied (not a member of the team) or ValidationError (field → message).
     Writes nothing; ``workload_submit`` and the API's dry run both ask it."""
-    if team_role(actor, team.pk) is None and not actor.is_staff:
+    if team_role(actor, team.pk) is None and not platform_may(actor, Act.ACT_FOR_TEAMS):
         raise PermissionDenied("You are not a member of this team.")
     context = request_context(
         actor=actor, team=team, gpu_class=gpu_class, image=image, kind=request.kind

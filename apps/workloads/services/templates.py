@@ -6,7 +6,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import team_role
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, team_role
 from apps.audit.services import audit_record
 from apps.workloads import rules
 from apps.workloads.models import RequestTemplate
@@ -33,7 +34,11 @@ def request_template_save(
         errors["name"] = "Give the template a name."
     if kind not in rules.SUBMITTABLE_KINDS:
         errors["kind"] = f"Unknown kind of workload: {kind!r}."
-    if team is not None and not actor.is_staff and team_role(actor, team.pk) is None:
+    if (
+        team is not None
+        and not platform_may(actor, Act.ACT_FOR_TEAMS)
+        and team_role(actor, team.pk) is None
+    ):
         errors["team"] = "You can share templates only with your own teams."
     if errors:
         raise ValidationError(errors)
@@ -58,7 +63,7 @@ def request_template_delete(
     *, actor: User, template: RequestTemplate, source_ip: str | None = None
 ) -> None:
     """Delete a template. Its owner and admins may; teammates it is shared with may not."""
-    if not (actor.is_staff or template.owner_id == actor.pk):
+    if not (platform_may(actor, Act.ACT_FOR_TEAMS) or template.owner_id == actor.pk):
         raise PermissionDenied("Only the template's owner may delete it.")
     with transaction.atomic():
         audit_record(

@@ -31,6 +31,12 @@ if OIDC_GROUPS_FORMAT not in ("auto", "path", "name"):
         f"OIDC_GROUPS_FORMAT={OIDC_GROUPS_FORMAT!r} must be auto, path or name."
     )
 OIDC_ADMIN_GROUPS = env_list("OIDC_ADMIN_GROUPS", [])
+# The other platform roles (apps/accounts/roles.py), from their groups the same way: operators
+# (clusters, nodes, maintenance, drains), auditors (read everything, change nothing), billing
+# (budgets, prices, chargeback). A person in several holds each.
+OIDC_OPERATOR_GROUPS = env_list("OIDC_OPERATOR_GROUPS", [])
+OIDC_AUDITOR_GROUPS = env_list("OIDC_AUDITOR_GROUPS", [])
+OIDC_BILLING_GROUPS = env_list("OIDC_BILLING_GROUPS", [])
 # Memberships and admin status from the provider are confirmed again (refresh token, then
 # userinfo) when older than this, at the next request of a session or use of an API token;
 # when the provider refuses, they lapse and the user's portal sessions end.

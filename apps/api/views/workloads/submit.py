@@ -21,7 +21,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import teams_of
+from apps.accounts.roles import Act
+from apps.accounts.selectors import platform_may, teams_of
 from apps.api.base import PagePagination, error_responses
 from apps.api.serializers import (
     ROW_VALUES,
@@ -334,7 +335,7 @@ def _team_for_submit(actor: User, slug: str | None, errors: dict[str, str]) -> T
         )
         return None
     team = next((t for t in mine if t.slug == slug), None)
-    if team is None and actor.is_staff:
+    if team is None and platform_may(actor, Act.ACT_FOR_TEAMS):
         team = Team.objects.filter(slug=slug).first()
     if team is None:
         errors["team"] = f"You are not a member of a team “{slug}”."

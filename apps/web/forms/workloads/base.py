@@ -10,7 +10,8 @@ from django import forms
 from django.db.models import Q, QuerySet
 
 from apps.accounts.models import Team, User
-from apps.accounts.selectors import is_team_lead, teams_of
+from apps.accounts.roles import Act
+from apps.accounts.selectors import is_team_lead, platform_may, teams_of
 from apps.catalog.core import IMAGE_AVAILABLE, IMAGE_MISSING
 from apps.catalog.models import GpuClass, Image
 from apps.catalog.selectors import image_availability
@@ -119,11 +120,12 @@ class WorkloadRequestForm(forms.Form):
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        teams = Team.objects.order_by("name") if user.is_staff else teams_of(user)
+        acts_for_teams = platform_may(user, Act.ACT_FOR_TEAMS)
+        teams = Team.objects.order_by("name") if acts_for_teams else teams_of(user)
         self.fields["team"].queryset = teams  # type: ignore[attr-defined]
         self.selected_team: Team | None = self._selected(teams, "team")
         # Only the classes the team may use are offered; the others are listed with the reason.
-        self.class_offers = class_offers_for_team(self.selected_team, admin=user.is_staff)
+        self.class_offers = class_offers_for_team(self.selected_team, admin=acts_for_teams)
         usable = [o.gpu_class.pk for o in self.class_offers if o.usable]
         classes = GpuClass.objects.filter(pk__in=usable).order_by("name")
         self.fields["gpu_class"].queryset = classes  # type: ignore[attr-defined]
@@ -187,7 +189,8 @@ class WorkloadRequestForm(forms.Form):
 
     def priority_choices(self, team: Team | None) -> list[tuple[str, str]]:
         is_lead = team is not None and is_team_lead(self.user, team.pk)
-        allowed = core.allowed_priorities(self.kind, is_lead=is_lead, is_admin=self.user.is_staff)
+        is_admin = platform_may(self.user, Act.ACT_FOR_TEAMS)
+        allowed = core.allowed_priorities(self.kind, is_lead=is_lead, is_admin=is_admin)
         labels = dict(Workload.Priority.choices)
         return [(p, f"{labels[p]} — {PRIORITY_HELP[p]}") for p in allowed]
 

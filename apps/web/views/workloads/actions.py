@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -30,9 +30,8 @@ def _action(
     workload = _workload(request, workload_id)
     target = _safe_next(request, reverse("workload-detail", args=[workload.pk]))
     try:
+        # A refusal (PermissionDenied) is the portal's 403 page, with the reason and whom to ask.
         service(actor=_user(request), workload=workload, source_ip=client_ip(request))
-    except PermissionDenied as exc:
-        messages.error(request, str(exc))
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     else:

@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
 from apps.accounts.models import User
-from apps.accounts.selectors import memberships_of, teams_of
+from apps.accounts.selectors import memberships_of, platform_roles, teams_of
 from apps.quotas.core import format_milli
 from apps.web.access import cluster_view
 from apps.web.views.workloads.common import _user
@@ -75,7 +75,7 @@ def _dashboard_capacity(user: User) -> dict[str, Any]:
 def home(request: HttpRequest) -> HttpResponse:
     user = _user(request)
     memberships = list(memberships_of(user))
-    if not memberships and not user.is_staff:
+    if not memberships and not platform_roles(user):
         return redirect("accounts:no-team")
     context = {
         "memberships": memberships,

@@ -19,7 +19,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts.models import User
-from apps.accounts.selectors import memberships_of, teams_of
+from apps.accounts.roles import Act
+from apps.accounts.selectors import memberships_of, platform_may, teams_of
 from apps.catalog.models import GpuClass
 from apps.common.http import client_ip
 from apps.orchestration.selectors import (
@@ -106,7 +107,7 @@ def workload_new(request: HttpRequest, kind: str) -> HttpResponse:
     request as a named template. On any error the page comes back with everything typed."""
     user = _user(request)
     form_class = _form_class(kind)
-    if not user.is_staff and not memberships_of(user).exists():
+    if not platform_may(user, Act.ACT_FOR_TEAMS) and not memberships_of(user).exists():
         return redirect("accounts:no-team")
     if request.method == "GET":
         template = None
@@ -309,7 +310,7 @@ def _sizing_classes(user: User) -> list[GpuClass]:
     """The classes the sizing helper suggests: those one of the user's teams may use (every
     enabled class for an admin)."""
     classes = GpuClass.objects.filter(enabled=True).order_by("name")
-    if user.is_staff:
+    if platform_may(user, Act.ACT_FOR_TEAMS):
         return list(classes)
     usable = usable_class_ids_for(teams_of(user))
     return [c for c in classes if c.pk in usable]

@@ -106,6 +106,18 @@ app.kubernetes.io/component: {{ .component }}
 - name: OIDC_ADMIN_GROUPS
   value: {{ join "," . | quote }}
 {{- end }}
+{{- with .Values.oidc.operatorGroups }}
+- name: OIDC_OPERATOR_GROUPS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.oidc.auditorGroups }}
+- name: OIDC_AUDITOR_GROUPS
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.oidc.billingGroups }}
+- name: OIDC_BILLING_GROUPS
+  value: {{ join "," . | quote }}
+{{- end }}
 {{- end }}
 {{- range $name, $value := .Values.settings }}
 - name: {{ $name }}
