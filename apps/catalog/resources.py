@@ -135,7 +135,11 @@ def quota_resources(limit_milli: int, gpu: GpuClassSpec) -> dict[str, int]:
 
     Whole GPUs and time slices as many as the limit buys; a MIG class caps each profile at
     the number of instances the limit could buy; a HAMi class caps both vGPUs and their
-    memory. A mode the catalog does not know allows nothing."""
+    memory. A mode the catalog does not know allows nothing. A class allocated through DRA
+    caps the devices its claims may request of the driver's device class instead
+    (:func:`dra_quota_resources`)."""
+    if gpu.allocation_mode == catalog_core.ALLOCATION_DRA:
+        return dra_quota_resources(limit_milli, gpu)
     mode = gpu.sharing_mode
     if mode == catalog_core.SHARING_WHOLE:
         return {"nvidia.com/gpu": limit_milli // 1000}
@@ -144,10 +148,9 @@ def quota_resources(limit_milli: int, gpu: GpuClassSpec) -> dict[str, int]:
     if mode == catalog_core.SHARING_MIG:
         allowed: dict[str, int] = {}
         for profile in gpu.mig_profiles:
-            memory = catalog_core.mig_profile_memory_mib(profile) or gpu.memory_mib
-            per_instance_milli = max(1, math.ceil(memory * 1000 / gpu.memory_mib))
             resource = mig_resource(profile)
-            allowed[resource] = allowed.get(resource, 0) + limit_milli // per_instance_milli
+            per_instance = mig_instance_milli(profile, gpu)
+            allowed[resource] = allowed.get(resource, 0) + limit_milli // per_instance
         return allowed
     if mode == catalog_core.SHARING_HAMI:
         return {
@@ -225,6 +228,42 @@ DEVICE_TYPE_GPU = "gpu"
 DEVICE_TYPE_MIG = "mig"
 # The capacity a shared GPU's claims consume.
 SHARED_CAPACITY = "memory"
+
+
+def mig_instance_milli(profile: str, gpu: GpuClassSpec) -> int:
+    """What one MIG instance of ``profile`` counts against a limit: its share of the GPU's
+    memory, in milli-GPU (at least 1)."""
+    memory = catalog_core.mig_profile_memory_mib(profile) or gpu.memory_mib
+    return max(1, math.ceil(memory * 1000 / gpu.memory_mib))
+
+
+# A ResourceQuota counts the devices a namespace's ResourceClaims request per device class
+# under this name (the API server's quota evaluator for claims; no "requests." prefix).
+DEVICE_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+
+def device_quota_key(device_class: str) -> str:
+    """The ResourceQuota key for the devices claimed of ``device_class``."""
+    return f"{device_class}{DEVICE_QUOTA_SUFFIX}"
+
+
+def dra_quota_resources(limit_milli: int, gpu: GpuClassSpec) -> dict[str, int]:
+    """The devices a team's limit on a DRA class lets its claims request, per device class:
+    whole GPUs as many as the limit buys; a time-sliced class one device per slice (each
+    replica's claim of a shared GPU requests one device, whatever capacity it consumes); a MIG
+    class as many instances as the limit buys of its smallest profile (one device class holds
+    every profile). Kubernetes counts devices, not capacity: the portal's own quota stays the
+    exact one, this is the cluster's second ceiling."""
+    mode = gpu.sharing_mode
+    if mode == catalog_core.SHARING_WHOLE:
+        return {device_quota_key(GPU_DEVICE_CLASS): limit_milli // 1000}
+    if mode == catalog_core.SHARING_TIMESLICE:
+        slices = limit_milli * (gpu.timeslice_replicas or 1) // 1000
+        return {device_quota_key(GPU_DEVICE_CLASS): slices}
+    if mode == catalog_core.SHARING_MIG:
+        instances = [limit_milli // mig_instance_milli(p, gpu) for p in gpu.mig_profiles]
+        return {device_quota_key(MIG_DEVICE_CLASS): max(instances, default=0)}
+    return {}
 
 
 def device_attribute(name: str) -> str:

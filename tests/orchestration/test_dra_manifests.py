@@ -122,3 +122,19 @@ def test_a_device_plugin_class_gets_no_claim() -> None:
     pod = _by_kind(objects, "Job")["spec"]["template"]["spec"]
     assert "resourceClaims" not in pod
     assert pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+
+
+def test_a_gangs_claims_are_counted_against_the_namespace_quota_before_it_starts() -> None:
+    """What a preemption's beneficiary waits for in its namespace's quota: for a DRA class the
+    devices its pods' claims will request (one claim per pod from its template), under the key
+    the API server's claim quota counts; no extended resource."""
+    from apps.orchestration.services.objects import _pod_requests
+
+    placement = (
+        m.ReplicaPlacement("h100-0", ("GPU-a", "GPU-b")),
+        m.ReplicaPlacement("h100-1", ("GPU-c", "GPU-d")),
+    )
+    objects = m.workload_manifests(
+        _spec(H100, 2000, replicas=2, gpus_per_replica=2, placement=placement, gpu_limits={})
+    )
+    assert _pod_requests(objects) == {"gpu.nvidia.com.deviceclass.resource.k8s.io/devices": 4}

@@ -337,3 +337,45 @@ def test_the_inventory_counts_each_node_s_published_devices_and_a_class_without_
         dra.publish(kube_api_client)
     services.cluster_inventory_sync(cluster=cluster)
     assert submit().state in (wl.PENDING, wl.QUEUED)  # accepted
+
+
+def test_the_namespace_quota_caps_the_devices_the_teams_claims_request(
+    team: Team,  # noqa: F811 - the fixture
+    core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    """The cluster's second ceiling for DRA classes: the namespace's ResourceQuota caps the
+    devices its ResourceClaims request of the driver's device class, as it caps nvidia.com/gpu
+    for the device plugin; the API server refuses a claim past it."""
+    gpu_class = dra_class("H100-80GB-DRA")
+    TeamQuota.objects.create(
+        team=team, gpu_class=gpu_class, guaranteed_milli=1000, limit_milli=2000
+    )
+    services.team_namespace_ensure(team=team)
+    quota = core_api.read_namespaced_resource_quota(m.QUOTA_NAME, team.namespace)
+    key = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
+    assert quota.spec.hard[key] == "2"
+    assert quota.spec.hard["requests.nvidia.com/gpu"] == "8"  # the fixture's device-plugin class
+
+    def claim(name: str, count: int) -> dict[str, Any]:
+        request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}}
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": {"devices": {"requests": [request]}},
+        }
+
+    with pytest.raises(k8s.ApiException) as refused:
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, team.namespace, "resourceclaims", claim("three", 3)
+        )
+    assert refused.value.status == 403
+    assert "exceeded quota" in str(refused.value.body) and key in str(refused.value.body)
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, team.namespace, "resourceclaims", claim("two", 2)
+    )
+    with pytest.raises(k8s.ApiException, match="exceeded quota"):
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, team.namespace, "resourceclaims", claim("one-more", 1)
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -554,6 +555,37 @@ def test_quota_hard_per_gpu_resource() -> None:
         "requests.nvidia.com/mig-3g.40gb": "8",
     }
     assert A100_MIG.sharing_mode == "mig"
+
+
+def test_quota_hard_caps_the_devices_claims_of_dra_classes_may_request() -> None:
+    """A DRA class's limit becomes the devices its claims may request of the driver's device
+    class (the key the API server's claim quota counts, without "requests."); classes of one
+    device class add up, and device-plugin classes keep their extended resources beside."""
+    dra = {"allocation_mode": "dra"}
+    hard = m.quota_hard(
+        [
+            m.TeamQuotaSpec(replace(H100, **dra), 4000),  # 4 whole GPUs
+            m.TeamQuotaSpec(replace(L40S, **dra), 2000),  # 2 GPUs × 4 slices: 8 claims
+            m.TeamQuotaSpec(
+                GpuClassSpec(
+                    "A100-MIG",
+                    "mig",
+                    81920,
+                    "x",
+                    mig_profiles=("1g.10gb", "3g.40gb"),
+                    allocation_mode="dra",
+                ),
+                2000,
+            ),
+            m.TeamQuotaSpec(A100_HAMI, 1000),
+        ]
+    )
+    assert hard == {
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "12",
+        "mig.nvidia.com.deviceclass.resource.k8s.io/devices": "16",  # 2 GPUs of 1g.10gb
+        "requests.nvidia.com/gpu": "10",  # the HAMi class, still on the device plugin
+        "requests.nvidia.com/gpumem": "81920",
+    }
 
 
 def test_team_namespace_is_restricted_with_default_deny() -> None:

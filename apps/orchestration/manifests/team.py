@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from apps.catalog.resources import GpuClassSpec, quota_resources
+from apps.catalog.resources import DEVICE_QUOTA_SUFFIX, GpuClassSpec, quota_resources
 from apps.orchestration.manifests.base import (
     LABEL_KIND,
     LABEL_MANAGED_BY,
@@ -148,7 +148,8 @@ def quota_hard(quotas: Sequence[TeamQuotaSpec]) -> dict[str, str]:
     hard: dict[str, int] = {}
     for quota in quotas:
         for resource, amount in quota_resources(quota.limit_milli, quota.gpu_class).items():
-            hard[f"requests.{resource}"] = hard.get(f"requests.{resource}", 0) + amount
+            key = resource if resource.endswith(DEVICE_QUOTA_SUFFIX) else f"requests.{resource}"
+            hard[key] = hard.get(key, 0) + amount
     return {k: str(v) for k, v in sorted(hard.items())}
 
 

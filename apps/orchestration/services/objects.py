@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Team
 from apps.catalog.models import Cluster
-from apps.catalog.resources import ResourceMappingError
+from apps.catalog.resources import ResourceMappingError, device_quota_key
 from apps.common import taskqueue
 from apps.orchestration import clusters
 from apps.orchestration import manifests as m
@@ -229,14 +229,25 @@ def _quantity(value: Any) -> int | None:
 
 def _pod_requests(manifests: Iterable[dict[str, Any]]) -> dict[str, int]:
     """The ResourceQuota keys (``requests.nvidia.com/gpu``, …) a workload's pods ask for in
-    all, counted for extended resources (whole numbers; CPU and memory are left out)."""
+    all, counted for extended resources (whole numbers; CPU and memory are left out), and the
+    devices their claims request per device class (one claim per pod from the workload's
+    ResourceClaimTemplate)."""
     need: dict[str, int] = {}
+    per_claim: dict[str, int] = {}
+    all_pods = 0
     for obj in manifests:
         spec = obj.get("spec") or {}
+        if obj.get("kind") == "ResourceClaimTemplate":
+            for request in ((spec.get("spec") or {}).get("devices") or {}).get("requests") or []:
+                exactly = request.get("exactly") or {}
+                key = device_quota_key(str(exactly.get("deviceClassName", "")))
+                per_claim[key] = per_claim.get(key, 0) + int(exactly.get("count") or 1)
+            continue
         template = (spec.get("template") or {}).get("spec")
         if obj.get("kind") not in ("Job", "StatefulSet", "Deployment") or not template:
             continue
         pods = spec.get("parallelism") or spec.get("replicas") or 1
+        all_pods += int(pods)
         for container in template.get("containers") or []:
             limits = (container.get("resources") or {}).get("limits") or {}
             for name, value in limits.items():
@@ -244,6 +255,8 @@ def _pod_requests(manifests: Iterable[dict[str, Any]]) -> dict[str, int]:
                 if "/" in name and count:
                     key = f"requests.{name}"
                     need[key] = need.get(key, 0) + count * int(pods)
+    for key, devices in per_claim.items():
+        need[key] = need.get(key, 0) + devices * all_pods
     return need
 
 
