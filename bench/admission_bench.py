@@ -11,14 +11,19 @@ system takes them:
   threads run ``workload_reconcile`` for each admitted workload (as the Celery workers do),
   the watch (``ClusterWatch``) turning pod and Job changes into states, which frees quota
   for the next cycle;
-* Kueue v0.17.0 (built with ``go install``, cached under ~/.cache/gpupaas/kueue): its CRDs,
-  a ResourceFlavor for the H100 nodes, a ClusterQueue per team (nominal quota = the team's
-  guarantee, borrowing limit = limit − guarantee, one cohort), a LocalQueue per team
-  namespace, four WorkloadPriorityClasses; Jobs created suspended with the queue label.
+* Kueue (``--kueue-version``, v0.19.2 by default; built with ``go install``, cached under
+  ~/.cache/gpupaas/kueue): its CRDs, a ResourceFlavor for the H100 nodes, a ClusterQueue per
+  team (nominal quota = the team's guarantee, borrowing limit = limit − guarantee, one cohort),
+  a Cohort holding the GPUs no team is guaranteed (as gpupaas lends them), a LocalQueue per
+  team namespace, four WorkloadPriorityClasses; Jobs created suspended with the queue label.
+
+Both sides are observed the same way, by the benchmark's own watch of the cluster: admitted =
+the Job first seen not suspended (Kueue unsuspends it, gpupaas creates it once admitted),
+running = its pod first seen Running. CPU is counted for the run's own processes only
+(``CpuMeter``).
 
 Per system: admissions per second (admitted ÷ time from the first submit to the last
-admission), submit → admitted and submit → running p50 / p99 (running = the first time the
-benchmark's own pod watch sees the Job's pod Running), and the allocation while the cluster
+admission), submit → admitted and submit → running p50 / p99, and the allocation while the cluster
 is full (GPUs of running pods per team and class when the last Job has been submitted).
 
 The parts are in bench/admission: jobs (the Jobs, a run's timings, the pod watch), ours
@@ -50,9 +55,10 @@ sys.path.insert(0, str(REPO_ROOT))  # the repository: bench.admission, apps, dep
 from bench.admission.jobs import (  # noqa: E402
     CLASSES,
     DB_NAME,
+    KUEUE_VERSION,
     SHAPES,
+    CpuMeter,
     Run,
-    cpu_seconds,
     make_jobs,
     pct,
     topology,
@@ -90,20 +96,24 @@ def apiserver_requests(kubeconfig: Path) -> Counter[str]:
     return per_verb
 
 
-def with_cluster(nodes: int, fn: Callable[[Any, Path], Run]) -> Run:
+def with_cluster(nodes: int, fn: Callable[[Any, Path, CpuMeter], Run]) -> Run:
+    """A fresh cluster for one system's run; its CPU is metered from the cluster's READY on,
+    for the run's own processes only (``CpuMeter``), until the system's run stops the meter
+    at its last Job running."""
     from deploy.devtools import kubesim as ks
 
     with tempfile.TemporaryDirectory(prefix="admission-bench-") as tmp:
         workdir = Path(tmp)
         topo = workdir / "topology.yaml"
         topo.write_text(topology(nodes))
-        before = cpu_seconds()
         cluster = ks.start(workdir / "kubesim", topology=topo)
+        meter = CpuMeter(database=DB_NAME)
+        meter.add_root(cluster.pid, "cluster (kubesim)")
+        meter.start()
         try:
-            run = fn(cluster, workdir)
-            # At the last Job running (``wait_done``): while Kueue's manager still runs.
-            after = run.cpu or cpu_seconds()
-            run.cpu = {k: v - before.get(k, 0.0) for k, v in after.items() if k != "other"}
+            run = fn(cluster, workdir, meter)
+            if not run.cpu:
+                run.cpu = meter.stop()
             try:
                 run.requests = apiserver_requests(cluster.kubeconfig)
             except Exception as exc:  # a figure less, not a failed run
@@ -137,6 +147,7 @@ def main() -> int:
     parser.add_argument(
         "--web-processes", type=int, default=2, help="gpupaas web workers sharing the submitters"
     )
+    parser.add_argument("--kueue-version", default=KUEUE_VERSION)
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupaas.settings.test")
@@ -162,16 +173,20 @@ def main() -> int:
         t0 = time.time()
         try:
             if system == "gpupaas":
-                runs.append(with_cluster(args.nodes, lambda c, _w: run_gpupaas(args, jobs, c)))
+                runs.append(
+                    with_cluster(args.nodes, lambda c, _w, m: run_gpupaas(args, jobs, c, m))
+                )
             else:
-                runs.append(with_cluster(args.nodes, lambda c, w: run_kueue(args, jobs, c, w)))
+                runs.append(
+                    with_cluster(args.nodes, lambda c, w, m: run_kueue(args, jobs, c, w, m))
+                )
         except Exception as exc:
             errors[system] = f"{type(exc).__name__}: {exc}"
         print(f"{system}: {time.time() - t0:.0f} s", flush=True)
         if runs and runs[-1].system == system:  # its figures now, in case a later side fails
             print(json.dumps({"report": runs[-1].report()}, default=str), flush=True)
             print(
-                f"{system} CPU seconds: "
+                f"{system} CPU seconds (the run's own processes): "
                 + ", ".join(f"{k} {v:.0f}" for k, v in sorted(runs[-1].cpu.items())),
                 flush=True,
             )

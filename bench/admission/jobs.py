@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-KUEUE_VERSION = "v0.17.0"
-KUEUE_CACHE = Path.home() / ".cache" / "gpupaas" / "kueue" / KUEUE_VERSION
+# The newest Kueue release the Go module proxy serves that builds here (v0.19.3 and later, and
+# v0.20.0, are answered "not available"; v0.17.0 was the earlier baseline): --kueue-version.
+KUEUE_VERSION = "v0.19.2"
+
+
+def kueue_cache(version: str = KUEUE_VERSION) -> Path:
+    return Path.home() / ".cache" / "gpupaas" / "kueue" / version
+
+
 DB_NAME = "gpupaas_bench_admission"
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 CLASSES = ("production", "training", "development", "batch")
@@ -123,18 +130,19 @@ class Run:
 
 
 class PodWatch:
-    """The benchmark's own view of the cluster: when each Job's pod is first seen Running,
-    and (for Kueue) when each Job is first seen unsuspended."""
+    """The benchmark's own view of the cluster, the same for both systems: when each Job is
+    first seen unsuspended (admitted) and when its pod is first seen Running."""
 
-    def __init__(self, kube: Any, run: Run, *, jobs: bool) -> None:
+    def __init__(self, kube: Any, run: Run) -> None:
         from apps.orchestration.informer import Informer
 
         self.run = run
         self.stop = threading.Event()
         self.pods = Informer(kube, "v1", "Pod", label_selector=JOB_NAME, on_change=self._pods)
-        self.informers = [self.pods]
-        if jobs:
-            self.informers.append(Informer(kube, "batch/v1", "Job", on_change=self._jobs))
+        self.informers = [
+            self.pods,
+            Informer(kube, "batch/v1", "Job", on_change=self._jobs),
+        ]
 
     def _key(self, obj: dict[str, Any]) -> str:
         labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -147,10 +155,14 @@ class PodWatch:
                 self.run.running.setdefault(self._key(pod), now)
 
     def _jobs(self, objects: list[dict[str, Any]], _relisted: bool) -> None:
+        """A Job is admitted when it is first seen on the cluster not suspended: Kueue's when
+        it unsuspends it, gpupaas' when it creates it (after admission, never suspended). The
+        same watch times both systems."""
         now = time.time()
         for job in objects:
             if (job.get("spec") or {}).get("suspend") is False:
-                self.run.admitted.setdefault(job["metadata"]["name"], now)
+                key = self._key(job) or job["metadata"]["name"]
+                self.run.admitted.setdefault(key, now)
 
     def start(self) -> None:
         for informer in self.informers:
@@ -185,46 +197,108 @@ def wait_done(run: Run, total: int, *, stall: float = 90.0, deadline: float = 36
         time.sleep(0.5)
 
 
-def cpu_seconds() -> dict[str, float]:
-    """CPU seconds used so far, per part of the machine: the simulated cluster (kubesim and the
-    control plane it runs), PostgreSQL, Kueue's manager, this benchmark with the gpupaas
-    processes it started (ended children included), and the whole machine."""
+def _proc_stat(pid: int) -> tuple[str, int, float] | None:
+    """(name, parent, CPU seconds of its own: user + system) of a process, or None. Its ended
+    children are sampled themselves, so what it waited for is left out (counted once)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
     tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    name: dict[int, str] = {}
-    used: dict[int, float] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        pid = int(entry.name)
-        name[pid] = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        parent[pid] = int(fields[1])
-        # utime, stime and the same for children it has waited for (ended processes)
-        used[pid] = sum(int(f) for f in fields[11:15]) / tick
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (
+        stat[stat.index("(") + 1 : stat.rindex(")")],
+        int(fields[1]),
+        sum(int(f) for f in fields[11:13]) / tick,
+    )
 
-    def part(pid: int) -> str:
-        seen = pid
-        while seen > 1:
-            if name.get(seen) == "kubesim":
-                return "cluster (kubesim)"
-            if name.get(seen) == "kueue":
-                return "Kueue manager"
-            if name.get(seen) == "postgres" and name.get(parent.get(seen, 1)) != "postgres":
-                return "PostgreSQL"
-            if seen == os.getpid():
-                return "benchmark + gpupaas"
-            seen = parent.get(seen, 1)
-        return "other"
 
-    totals: Counter[str] = Counter()
-    for pid, seconds in used.items():
-        totals[part(pid)] += seconds
+def _cmdline(pid: int) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+def machine_cpu_seconds() -> float:
     busy = Path("/proc/stat").read_text().split("\n")[0].split()[1:]
     idle = int(busy[3]) + int(busy[4])
-    totals["machine"] = (sum(int(f) for f in busy[:8]) - idle) / tick
-    return dict(totals)
+    return (sum(int(f) for f in busy[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds of the run's own processes only, per part: the simulated cluster (the
+    kubesim process this run started and everything under it), Kueue's manager (started by
+    the run), the gpupaas processes (the benchmark's children), the benchmark's own process
+    (its submitting client and its watch, for either system), and PostgreSQL's server
+    processes serving the run's database (by their process title), beside the whole machine.
+    Processes are sampled every ``every`` seconds from start to stop, so one that ends
+    between samples is counted up to its last sample; processes of other runs, other
+    clusters and other databases are not counted at all."""
+
+    def __init__(self, *, database: str, every: float = 0.5) -> None:
+        self.database = database
+        self.every = every
+        self.roots: dict[int, str] = {}  # pid -> part, for the processes the run started
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.part_of: dict[int, str] = {}
+        self.before: set[int] = set()  # processes there at the start (counted from then)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add_root(self, pid: int, part: str) -> None:
+        self.roots[pid] = part
+
+    def _sample(self) -> None:
+        table: dict[int, tuple[str, int, float]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and (stat := _proc_stat(int(entry.name))) is not None:
+                table[int(entry.name)] = stat
+        me = os.getpid()
+        for pid, (name, _parent, seconds) in table.items():
+            part = self._part(pid, table, me)
+            if part is None and name == "postgres" and f" {self.database} " in f"{_cmdline(pid)} ":
+                part = "PostgreSQL (the run's database)"
+            if part is None:
+                continue
+            self.part_of[pid] = part
+            # One started since counts from its beginning, one there before from the start.
+            self.first.setdefault(pid, seconds if pid in self.before else 0.0)
+            self.last[pid] = seconds
+
+    def _part(self, pid: int, table: dict[int, tuple[str, int, float]], me: int) -> str | None:
+        seen, hops = pid, 0
+        while seen > 1 and hops < 64:
+            if seen in self.roots:
+                return self.roots[seen]
+            if seen == me:
+                return "benchmark client" if pid == me else "gpupaas processes"
+            seen, hops = table[seen][1] if seen in table else 1, hops + 1
+        return None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def start(self) -> None:
+        self._machine_start = machine_cpu_seconds()
+        self.before = {int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()}
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> dict[str, float]:
+        """The CPU seconds per part since :meth:`start` (and the whole machine's)."""
+        self._sample()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        totals: Counter[str] = Counter()
+        for pid, seconds in self.last.items():
+            # A process that existed before the start counts from its first sample.
+            totals[self.part_of[pid]] += seconds - self.first.get(pid, 0.0)
+        totals["machine"] = machine_cpu_seconds() - self._machine_start
+        return dict(totals)

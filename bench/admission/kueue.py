@@ -17,37 +17,38 @@ from typing import Any
 
 from bench.admission.jobs import (
     CLASS_VALUE,
-    KUEUE_CACHE,
     KUEUE_VERSION,
     PRODUCT,
     SUBMITTERS,
+    CpuMeter,
     JobSpec,
     PodWatch,
     Run,
-    cpu_seconds,
+    kueue_cache,
     wait_done,
 )
 
 
-def kueue_binary() -> Path:
-    binary = KUEUE_CACHE / "kueue"
+def kueue_binary(version: str = KUEUE_VERSION) -> Path:
+    cache = kueue_cache(version)
+    binary = cache / "kueue"
     if not binary.exists():
-        KUEUE_CACHE.mkdir(parents=True, exist_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            ["go", "install", f"sigs.k8s.io/kueue/cmd/kueue@{KUEUE_VERSION}"],
+            ["go", "install", f"sigs.k8s.io/kueue/cmd/kueue@{version}"],
             check=True,
-            env={**os.environ, "GOBIN": str(KUEUE_CACHE), "GOTOOLCHAIN": "local"},
+            env={**os.environ, "GOBIN": str(cache), "GOTOOLCHAIN": "local"},
         )
     return binary
 
 
-def kueue_crds() -> list[dict[str, Any]]:
+def kueue_crds(version: str = KUEUE_VERSION) -> list[dict[str, Any]]:
     import yaml
 
     modcache = subprocess.run(
         ["go", "env", "GOMODCACHE"], check=True, capture_output=True, text=True
     ).stdout.strip()
-    base = Path(modcache) / f"sigs.k8s.io/kueue@{KUEUE_VERSION}/config/components/crd/bases"
+    base = Path(modcache) / f"sigs.k8s.io/kueue@{version}/config/components/crd/bases"
     crds = []
     for path in sorted(base.glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
@@ -60,7 +61,9 @@ CERT_DIRS = (Path("/etc/kueue/metrics/certs"), Path("/visibility"))
 
 
 @contextmanager
-def kueue_running(kubeconfig: Path, workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
+def kueue_running(
+    kubeconfig: Path, workdir: Path, version: str = KUEUE_VERSION
+) -> Iterator[subprocess.Popen[bytes]]:
     certs = workdir / "certs"
     certs.mkdir()
     subprocess.run(
@@ -99,7 +102,7 @@ clientConnection: {{qps: 500, burst: 1000}}
     )
     log = (workdir / "kueue.log").open("wb")
     proc = subprocess.Popen(
-        [str(kueue_binary()), f"--config={config}", f"--kubeconfig={kubeconfig}"],
+        [str(kueue_binary(version)), f"--config={config}", f"--kubeconfig={kubeconfig}"],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -133,7 +136,9 @@ clientConnection: {{qps: 500, burst: 1000}}
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def run_kueue(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any, workdir: Path) -> Run:
+def run_kueue(
+    args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any, workdir: Path, meter: CpuMeter
+) -> Run:
     from kubernetes import client as k8s
     from kubernetes import config as k8s_config
 
@@ -146,9 +151,10 @@ def run_kueue(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any, workd
     ext = k8s.ApiextensionsV1Api(api)
     custom = k8s.CustomObjectsApi(api)
     batch = k8s.BatchV1Api(api)
-    for crd in kueue_crds():
+    crds = kueue_crds(args.kueue_version)
+    for crd in crds:
         ext.create_custom_resource_definition(crd)
-    for crd in kueue_crds():
+    for crd in crds:
         name = crd["metadata"]["name"]
         for _ in range(120):
             status = ext.read_custom_resource_definition(name).status
@@ -160,7 +166,32 @@ def run_kueue(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any, workd
     for ns in namespaces:
         core.create_namespace({"metadata": {"name": ns}})
     group, version = "kueue.x-k8s.io", "v1beta2"
-    with kueue_running(kubesim.kubeconfig, workdir):
+    with kueue_running(kubesim.kubeconfig, workdir, args.kueue_version) as manager:
+        meter.add_root(manager.pid, "Kueue manager")
+        # The cohort holds the GPUs no team is guaranteed, as gpupaas lends its unassigned
+        # capacity: every ClusterQueue may borrow them (up to its borrowing limit), not only
+        # what other teams were guaranteed and do not use.
+        unassigned = max(0, args.nodes * 8 - args.teams * args.guarantee)
+        custom.create_cluster_custom_object(
+            group, version, "cohorts",
+            {
+                "apiVersion": f"{group}/{version}", "kind": "Cohort",
+                "metadata": {"name": "gpupaas"},
+                "spec": {
+                    "resourceGroups": [{
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "flavors": [{
+                            "name": "h100",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "0"},
+                                {"name": "memory", "nominalQuota": "0"},
+                                {"name": "nvidia.com/gpu", "nominalQuota": str(unassigned)},
+                            ],
+                        }],
+                    }],
+                },
+            },
+        )  # fmt: skip
         custom.create_cluster_custom_object(
             group, version, "resourceflavors",
             {
@@ -216,7 +247,7 @@ def run_kueue(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any, workd
                 },
             )  # fmt: skip
         time.sleep(3)  # the queues become active
-        view = PodWatch(Kube(api), run, jobs=True)
+        view = PodWatch(Kube(api), run)
         view.start()
 
         def submit(spec: JobSpec) -> None:
@@ -270,6 +301,38 @@ def run_kueue(args: argparse.Namespace, jobs: list[JobSpec], kubesim: Any, workd
         run.submit_done = time.time()
         run.allocation = view.allocation()
         wait_done(run, len(run.submitted))
-        run.cpu = cpu_seconds()
+        run.cpu = meter.stop()  # while Kueue's manager still runs
         view.stop.set()
+    run.notes.extend(log_errors(workdir / "kueue.log"))
     return run
+
+
+def log_errors(log: Path, keep: Path | None = None) -> list[str]:
+    """Kueue's error lines, counted by message (its log is JSON lines; the expected one about
+    ProvisioningRequest, which needs a cluster autoscaler, is left out), the log kept under
+    var/bench/ for reading."""
+    import json
+    from collections import Counter
+
+    if not log.is_file():
+        return []
+    keep = keep or Path(__file__).resolve().parents[2] / "var" / "bench" / "kueue.log"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(log, keep)
+    counts: Counter[str] = Counter()
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or entry.get("level") != "error":
+            continue
+        text = f"{entry.get('msg', '')}: {str(entry.get('error', ''))[:160]}"
+        if "ProvisioningRequest" in text or "provisioningrequest" in text.lower():
+            continue
+        counts[text] += 1
+    return [f"kueue log error ×{n}: {text}" for text, n in counts.most_common(5)] + (
+        [f"kueue log: {sum(counts.values())} error lines in all (kept in {keep})"]
+        if counts
+        else [f"kueue log: no error lines (kept in {keep})"]
+    )
