@@ -129,12 +129,22 @@ def waiting_details(
         elif b.kind == BLOCK_GUARANTEE:
             guaranteed = quota.guaranteed_milli if quota else 0
             used = usage.get((w.team, c), 0)
-            reason = (
-                f"Endpoints run only on guaranteed quota: {w.team} uses {format_milli(used)} "
-                f"of its {format_milli(guaranteed)} GPU guarantee on {c}, and this needs "
-                f"{format_milli(amount)} more; it starts when the team's running endpoints "
-                "there leave room, or an admin raises the guarantee."
-            )
+            if amount > guaranteed:
+                # No amount of waiting helps: the request is larger than the whole guarantee.
+                reason = (
+                    f"Production work runs only on guaranteed quota: this needs "
+                    f"{format_milli(amount)} GPU of {c}, more than {w.team}'s whole guarantee "
+                    f"of {format_milli(guaranteed)} GPU; it cannot start until an admin raises "
+                    "the guarantee (or ask for a lower class, which may borrow)."
+                )
+            else:
+                reason = (
+                    f"Production work runs only on guaranteed quota: {w.team} uses "
+                    f"{format_milli(used)} of its {format_milli(guaranteed)} GPU guarantee on "
+                    f"{c}, and this needs {format_milli(amount)} more; it starts when the "
+                    "team's running production work there leaves room, or an admin raises "
+                    "the guarantee."
+                )
             # What holds the guarantee is production work, which has no maximum runtime.
             unknown, open_ended = True, True
         elif b.kind == BLOCK_QUOTA:

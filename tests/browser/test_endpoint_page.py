@@ -47,7 +47,7 @@ def test_the_endpoint_page_shows_its_url_replicas_over_time_and_keys(
                 "scale_metric": "rps",
                 "scale_target": 10.0,
                 "revision": 2,
-                "scale_waiting": "Endpoints run only on guaranteed quota: Vision uses 4 of "
+                "scale_waiting": "Production work runs only on guaranteed quota: Vision uses 4 of "
                 "its 4 GPU guarantee on H100-80GB, and this needs 1 more.",
                 "rollout": {
                     "revision": 2,

@@ -178,7 +178,7 @@ def test_a_scale_up_above_the_guarantee_waits_with_a_reason(
     endpoint.refresh_from_db()
     assert endpoint.replicas == 2
     waiting = endpoint.params["endpoint"]["scale_waiting"]
-    assert waiting.startswith("Endpoints run only on guaranteed quota: ")
+    assert waiting.startswith("Production work runs only on guaranteed quota: ")
     assert "4 of its 4 GPU guarantee" in waiting
     # Still waiting on the next cycle; the Kubernetes objects say two replicas.
     assert scheduling_cycle_run().scaled == ()

@@ -17,7 +17,26 @@ def test_production_above_the_guarantee_waits_with_a_reason_even_below_the_limit
     )
     assert result.admissions == () and result.preemptions == ()
     (wait,) = result.waiting
-    assert wait.reason.startswith("Endpoints run only on guaranteed quota: vision uses 4 of its 4")
+    assert wait.reason.startswith(
+        "Production work runs only on guaranteed quota: vision uses 4 of its 4"
+    )
+
+
+def test_production_larger_than_the_whole_guarantee_says_waiting_cannot_help() -> None:
+    """Found with the admission bench: 8-GPU production Jobs of a team guaranteed 6 waited for
+    ever, told they would start 'when the team's running endpoints leave room'."""
+    result = schedule(
+        snapshot(
+            waiting=[waiting(priority="production", milli=8000, wid=9)],
+            quotas=[quota("vision", 6000, 24000)],
+        )
+    )
+    (wait,) = result.waiting
+    assert "needs 8 GPU" in wait.reason and "more than vision's whole guarantee of 6 GPU" in (
+        wait.reason
+    )
+    assert "cannot start until an admin raises the guarantee" in wait.reason
+    assert "endpoints" not in wait.reason
 
 
 def test_production_within_the_guarantee_is_admitted_and_not_borrowed() -> None:

@@ -75,7 +75,7 @@ OVERVIEW_EXAMPLE: dict[str, Any] = {
     "status": "2 of 2 replicas ready; 1 more replica(s) wait: Endpoints run only on "
     "guaranteed quota: vision uses 2 of its 2 GPU guarantee on H100-80GB, and this needs 1 "
     "more.",
-    "scale_waiting": "Endpoints run only on guaranteed quota: …",
+    "scale_waiting": "Production work runs only on guaranteed quota: …",
     "rollout": {"revision": 1, "state": "complete"},
     "settings": ENDPOINT_EXAMPLE["params"]["endpoint"],
     "cost_per_hour": "9.00",
