@@ -242,7 +242,7 @@ _ERROR_EXAMPLES: dict[int, tuple[str, str, dict[str, list[str]]]] = {
         {},
     ),
     429: ("throttled", "Request was throttled. Expected available in 12 seconds.", {}),
-    503: ("cluster_unreachable", "The cluster is unreachable; try again in a moment.", {}),
+    503: ("cluster_unreachable", "The cluster cannot be reached; try again in a moment.", {}),
 }
 
 _ERROR_DESCRIPTIONS = {

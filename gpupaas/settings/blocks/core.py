@@ -70,6 +70,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "apps.web.middleware.ClusterDeadlineMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
