@@ -198,6 +198,7 @@ from gpupaas.settings.blocks.oidc import (
     OIDC_RP_CLIENT_SECRET,
     OIDC_RP_SCOPES,
     OIDC_RP_SIGN_ALGO,
+    OIDC_SESSION_CHECK_SECONDS,
     OIDC_TIMEOUT,
     OIDC_TOKEN_USE_BASIC_AUTH,
     OIDC_USE_PKCE,
