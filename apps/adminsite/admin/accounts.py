@@ -35,7 +35,14 @@ from apps.accounts.services import (
     user_delete,
     user_password_set,
 )
-from apps.adminsite.admin.base import KeyLockedForm, ServiceAdmin, ServiceFormSet, actor, source_ip
+from apps.adminsite.admin.base import (
+    KeyLockedForm,
+    SafeAutocompleteMixin,
+    ServiceAdmin,
+    ServiceFormSet,
+    actor,
+    source_ip,
+)
 from apps.adminsite.admin.quotas import TeamQuotaInline
 
 # --- memberships ------------------------------------------------------------------------------
@@ -69,7 +76,7 @@ class MembershipRowForm(KeyLockedForm):
     locked = ("user", "team")
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
     """A team's members."""
 
     model = Membership
@@ -81,7 +88,7 @@ class MembershipInline(admin.TabularInline):
     readonly_fields = ("source", "created_at")
 
 
-class UserMembershipInline(admin.TabularInline):
+class UserMembershipInline(SafeAutocompleteMixin, admin.TabularInline):
     """A user's teams."""
 
     model = Membership
