@@ -7,19 +7,25 @@ domain apps keep importing downwards only: the module that *defines* a task bind
 needs this registry. ``tests/platform/test_celery.py`` checks that every ref names a registered
 task whose parameters are the ref's, and that no module queues a task by a bare string.
 
-A write that queues work asks the broker first (:meth:`TaskRef.on_commit`, inside the write's
-transaction): if Redis cannot be reached, :class:`BrokerUnreachable` rolls the write back and
-the portal and the API say so (503, ``broker_unreachable``) within seconds, so nothing is done
-that no worker would hear of. Should the broker go down between that check and the commit, the
-write stands and the send only logs its failure: the periodic passes (beat: the scheduling
-cycle, the reconcile pass, the notice sweep) pick the row up once the broker is back. Sending
-itself (:meth:`TaskRef.send`) never fails its caller.
+A write made for a person (inside :func:`writes_ask_broker`, which the portal's and the API's
+middleware opens for each request) that queues work asks the broker first
+(:meth:`TaskRef.on_commit`, inside the write's transaction): if Redis cannot be reached,
+:class:`BrokerUnreachable` rolls the write back and the portal and the API say so (503,
+``broker_unreachable``) within seconds, so nothing is done that no worker would hear of. Should
+the broker go down between that check and the commit, the write stands and the send only logs
+its failure: the periodic passes (beat: the scheduling cycle, the reconcile pass, the notice
+sweep) pick the row up once the broker is back. Background writers (the watch, the workers)
+record what the cluster says whatever the broker does, and leave the catching up to the same
+passes. Sending itself (:meth:`TaskRef.send`) never fails its caller.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Generic, ParamSpec
 
@@ -44,6 +50,21 @@ BROKER_UNREACHABLE_MESSAGE = (
 # Seconds an answer from the broker is trusted, so that a burst of writes asks it once.
 BROKER_CHECK_TRUSTED_SECONDS = 1.0
 _broker_answered_at = -BROKER_CHECK_TRUSTED_SECONDS
+
+
+# Whether writes of the current context ask the broker before they queue work.
+_writes_ask_broker: ContextVar[bool] = ContextVar("writes_ask_broker", default=False)
+
+
+@contextmanager
+def writes_ask_broker() -> Iterator[None]:
+    """Inside, a write that queues work is refused (:class:`BrokerUnreachable`) when the broker
+    does not answer, instead of being done and caught up later."""
+    token = _writes_ask_broker.set(True)
+    try:
+        yield
+    finally:
+        _writes_ask_broker.reset(token)
 
 
 def broker_check() -> None:
@@ -81,9 +102,10 @@ class TaskRef(Generic[P]):
     def on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
         """Queue the task when the current transaction commits (at once outside one).
 
-        Inside a transaction the broker is asked first: :class:`BrokerUnreachable` when it
-        does not answer, which rolls the caller's write back (see the module's notes)."""
-        if transaction.get_connection().in_atomic_block:
+        Inside a transaction of :func:`writes_ask_broker` the broker is asked first:
+        :class:`BrokerUnreachable` when it does not answer, which rolls the caller's write back
+        (see the module's notes)."""
+        if _writes_ask_broker.get() and transaction.get_connection().in_atomic_block:
             broker_check()
         transaction.on_commit(lambda: self.send(*args, **kwargs))
 

@@ -1,4 +1,4 @@
-"""Middleware of the portal and the API alike."""
+"""Middleware of the portal, the API and the admin alike: bounds on what a request waits for."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase
 
+from apps.common.taskqueue import writes_ask_broker
 from apps.orchestration.kube import answer_within
 
 
@@ -20,4 +21,16 @@ class ClusterDeadlineMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         with answer_within(settings.ORCHESTRATION_REQUEST_DEADLINE_MS / 1000):
+            return self.get_response(request)
+
+
+class BrokerCheckMiddleware:
+    """A request's writes that queue work are refused when the broker (Redis) cannot be reached,
+    rather than done and left for the periodic passes (``apps.common.taskqueue``)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        with writes_ask_broker():
             return self.get_response(request)

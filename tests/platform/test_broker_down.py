@@ -108,6 +108,12 @@ for name, client, path, data in [
         "seconds": time.monotonic() - start,
         "retry_after": response.get("Retry-After"),
     }
+from apps.workloads.models import Workload
+from apps.workloads.services import workload_cancel
+target = Workload.objects.get(pk=args["cancel"])
+out["state after the requests"] = target.state
+# A background writer (no request) records its change and leaves the task to the passes.
+workload_cancel(actor=User.objects.get(username="owner"), workload=target, source_ip=None)
 print(json.dumps(out))
 """
 
@@ -118,7 +124,8 @@ def test_a_submit_or_a_cancel_with_redis_down_is_refused_within_2_s_and_nothing_
 ) -> None:
     """Before, the write was done and its task silently dropped (a log line): the person was told
     "submitted" while no worker heard of it until a periodic pass. Now the broker is asked inside
-    the write's transaction; with Redis stopped the write is rolled back and both doors say so."""
+    the write's transaction; with Redis stopped the write is rolled back and both doors say so.
+    A writer outside a request (the watch, a worker) still records its change."""
     target = WorkloadFactory(
         team=cast.team,
         owner=cast.owner,
@@ -187,9 +194,11 @@ def test_a_submit_or_a_cancel_with_redis_down_is_refused_within_2_s_and_nothing_
         answer = result[name]
         assert answer["status"] == 503, (name, answer)
         assert "work queue" in answer["body"] and "nothing was done" in answer["body"]
+    assert result.pop("state after the requests") == core.PENDING  # nor the cancel
     for name, answer in result.items():
         assert answer["retry_after"], (name, answer)
         assert answer["seconds"] < 2.0, (name, answer)
     assert Workload.objects.count() == before  # neither submission was recorded
     target.refresh_from_db()
-    assert target.state == core.PENDING  # nor the cancel
+    assert target.state == core.CANCELLED  # the background writer's cancel was
+    assert "could not queue" in done.stderr

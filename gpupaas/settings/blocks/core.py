@@ -71,6 +71,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "apps.web.middleware.ClusterDeadlineMiddleware",
+    "apps.web.middleware.BrokerCheckMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
