@@ -342,7 +342,9 @@ def _retry_key(user_id: int) -> str:
 
 def groups_recheck(user: User, *, now: float | None = None) -> bool:
     """Confirm the user's memberships and admin status from the provider when they are older
-    than OIDC_GROUPS_MAX_AGE_SECONDS, or sooner when the refresh token is half-way through the
+    than OIDC_GROUPS_MAX_AGE_SECONDS or OIDC_SESSION_CHECK_SECONDS (whichever is shorter: the
+    check also tells whether the provider still has the user's session, which it may end
+    without telling anyone), or sooner when the refresh token is half-way through the
     life the provider gave it (so that a provider whose sessions end when idle for less than
     the interval, as Keycloak's do, keeps the session of a user who is active). A refusal
     that says the user is disabled or gone there revokes their API tokens too. Returns False
@@ -358,10 +360,14 @@ def groups_recheck(user: User, *, now: float | None = None) -> bool:
     def stamp(u: User) -> float | None:
         return u.idp_checked_at.timestamp() if u.idp_checked_at else None
 
+    # The session itself is checked more often than the groups need (OIDC_SESSION_CHECK_SECONDS):
+    # a provider may end it without a logout token, and only a refresh tells.
+    every = min(max_age, settings.OIDC_SESSION_CHECK_SECONDS)
+
     def due(u: User) -> bool:
         refresh_by = u.idp_refresh_by.timestamp() if u.idp_refresh_by else None
         return core.groups_recheck_due(
-            checked_at=stamp(u), now=moment, max_age=max_age
+            checked_at=stamp(u), now=moment, max_age=every
         ) or core.refresh_due(due_at=refresh_by, now=moment)
 
     if not due(user):

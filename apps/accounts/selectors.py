@@ -234,6 +234,11 @@ def token_ancestors_live(token: ApiToken, *, now: datetime | None = None) -> boo
         return cursor.fetchone() is None
 
 
+def token_revoked(token: ApiToken) -> bool:
+    """Whether ``token`` has been revoked since it was loaded (read again from the database)."""
+    return ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=False).exists()
+
+
 def active_token_by_plaintext(plaintext: str) -> ApiToken | None:
     """The live token with this secret, or None (unknown, revoked, expired, older than the
     longest lifetime allowed, inactive user, or created with a token that no longer works)."""

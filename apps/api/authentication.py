@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from apps.accounts import core
 from apps.accounts.models import ApiToken, User
 from apps.accounts.oidc import groups_recheck
-from apps.accounts.selectors import active_token_by_plaintext
+from apps.accounts.selectors import active_token_by_plaintext, token_revoked
 from apps.accounts.services import api_token_touch
 from apps.common.http import client_ip
 from apps.common.ratelimit import rate_limiter
@@ -75,7 +75,12 @@ class ApiTokenAuthentication(BaseAuthentication):
         api_token_touch(token=token, now=timezone.now())
         # Memberships from the identity provider are confirmed again once they are old enough;
         # if the provider no longer confirms them they lapse (the token keeps its manual teams).
-        groups_recheck(token.user)
+        # A provider that says the user is disabled or gone has their tokens revoked by that
+        # re-check: this very request is refused, not only the next one.
+        if not groups_recheck(token.user) and token_revoked(token):
+            raise exceptions.AuthenticationFailed(
+                "The token was revoked: its user is disabled or gone at the identity provider."
+            )
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

@@ -22,7 +22,11 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from apps.api.params import page_number
 from apps.common.http import client_ip
 from apps.common.ratelimit import rate_limiter
+from apps.common.taskqueue import BrokerUnreachable
 from apps.orchestration.errors import ClusterError, cluster_error_answer
+
+# Seconds a client is told to wait when the broker cannot be reached.
+BROKER_RETRY_AFTER_SECONDS = 30
 
 
 def _flatten(detail: Any) -> dict[str, list[str]]:
@@ -35,6 +39,11 @@ def _flatten(detail: Any) -> dict[str, list[str]]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, BrokerUnreachable):
+        # The write was rolled back (apps.common.taskqueue): the client may simply retry.
+        busy = Response(error_body(code=exc.code, message=str(exc)), status=503)
+        busy["Retry-After"] = str(BROKER_RETRY_AFTER_SECONDS)
+        return busy
     if isinstance(exc, ClusterError):
         # The same status and words as the portal's (apps.orchestration.errors).
         answer = cluster_error_answer(exc)
@@ -233,7 +242,7 @@ _ERROR_EXAMPLES: dict[int, tuple[str, str, dict[str, list[str]]]] = {
         {},
     ),
     429: ("throttled", "Request was throttled. Expected available in 12 seconds.", {}),
-    503: ("cluster_unreachable", "The cluster is unreachable; try again in a moment.", {}),
+    503: ("cluster_unreachable", "The cluster cannot be reached; try again in a moment.", {}),
 }
 
 _ERROR_DESCRIPTIONS = {

@@ -105,7 +105,7 @@ class ClusterAnswer(NamedTuple):
     message: str
 
 
-UNREACHABLE_MESSAGE = "The cluster is unreachable; try again in a moment."
+UNREACHABLE_MESSAGE = "The cluster cannot be reached; try again in a moment."
 
 
 def cluster_error_answer(exc: ClusterError) -> ClusterAnswer:

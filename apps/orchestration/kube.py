@@ -15,6 +15,8 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
@@ -22,6 +24,7 @@ from typing import Any, TypeVar
 import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from kubernetes.client import rest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
@@ -70,6 +73,60 @@ class ForeignObjectError(ClusterRefused):
         super().__init__(message, status=409, reason="AlreadyExists")
 
 
+# --- a deadline for the cluster calls of one portal page or API call ----------------------------
+
+# When set (monotonic seconds), the moment by which the cluster calls of the current context must
+# have answered: every HTTP request's timeouts and every retry are bounded by what is left.
+_deadline: ContextVar[float | None] = ContextVar("cluster_deadline", default=None)
+
+
+@contextmanager
+def answer_within(seconds: float) -> Iterator[None]:
+    """Cluster calls made inside give up once ``seconds`` have passed, in all, and come out as
+    :class:`ClusterUnreachable`: a person waiting for a page or an API call hears that the
+    cluster cannot be reached instead of waiting for the workers' retries, or for ever on an
+    API server that accepts connections and never answers. Calls outside (the workers, the
+    watch) keep their own timeouts and retries."""
+    token = _deadline.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds left of the current :func:`answer_within`; None outside one."""
+    deadline = _deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def bounded_timeout(given: Any) -> Any:
+    """The ``_request_timeout`` one HTTP request gets: the caller's (a number, or a pair
+    ``(connect, read)`` whose read None keeps a quiet stream open), each part cut to what is
+    left of the deadline. A float becomes a pair: the client ignores a bare float."""
+    if isinstance(given, float):
+        given = (given, given)
+    left = time_left()
+    if left is None:
+        return given
+    if left <= 0:
+        raise TimeoutError("the cluster did not answer in the time a request is given")
+    if not given:
+        return (left, left)
+    if isinstance(given, tuple):
+        connect, read = given
+        return (min(connect or left, left), None if read is None else min(read, left))
+    return (min(given, left), min(given, left))
+
+
+class BoundedRESTClient(rest.RESTClientObject):
+    """The client's HTTP layer, each request's timeouts bounded by :func:`bounded_timeout`."""
+
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        kwargs["_request_timeout"] = bounded_timeout(kwargs.get("_request_timeout"))
+        return super().request(method, url, *args, **kwargs)
+
+
 def api_client_from_config(*, kubeconfig: str | None, context: str | None = None) -> k8s.ApiClient:
     """An API client from a kubeconfig file, or from the pod's service account when
     ``kubeconfig`` is None. It fails fast when the API server is gone: :func:`with_backoff`
@@ -85,7 +142,9 @@ def api_client_from_config(*, kubeconfig: str | None, context: str | None = None
     except (k8s_config.ConfigException, OSError, ValueError) as exc:
         raise ClusterConfigError(str(exc)) from exc
     configuration.retries = 0
-    return k8s.ApiClient(configuration)
+    api_client = k8s.ApiClient(configuration)
+    api_client.rest_client = BoundedRESTClient(configuration)
+    return api_client
 
 
 @dataclass(frozen=True)
@@ -104,6 +163,7 @@ def with_backoff(fn: Callable[[], T], *, what: str, backoff: Backoff = DEFAULT_B
     What the client raises comes out as the family of :mod:`apps.orchestration.errors`:
     :class:`ClusterUnreachable` once the retries are spent, :class:`ClusterObjectNotFound`
     for a 404, :class:`ClusterRefused` (with the API server's message) for other refusals.
+    Inside :func:`answer_within` no retry starts that would end after the deadline.
     """
     for attempt in range(1, backoff.attempts + 1):
         try:
@@ -114,10 +174,12 @@ def with_backoff(fn: Callable[[], T], *, what: str, backoff: Backoff = DEFAULT_B
             if exc.status not in RETRY_STATUSES:
                 raise cluster_error(exc, what=what) from exc
             error = exc
-        if attempt == backoff.attempts:
-            raise cluster_error(error, what=what) from error
         delay = min(backoff.max_seconds, backoff.base_seconds * 2 ** (attempt - 1))
-        time.sleep(delay * (0.5 + random.random() / 2))  # noqa: S311 - jitter, not security
+        delay *= 0.5 + random.random() / 2  # noqa: S311 - jitter, not security
+        left = time_left()
+        if attempt == backoff.attempts or (left is not None and left <= delay):
+            raise cluster_error(error, what=what) from error
+        time.sleep(delay)
     raise AssertionError("unreachable")
 
 
@@ -535,6 +597,8 @@ class Kube:
                 follow=follow,
                 timestamps=True,
                 _preload_content=False,
+                # A followed log may be quiet for long: only the connection is bounded.
+                **({"_request_timeout": (10, None)} if follow else {}),
             ),
             what,
         )

@@ -89,3 +89,28 @@ export default class MemoryAdapter {
     storage.delete(grantKey);
   }
 }
+
+// Refresh tokens (their values) that endAllSessions() took away, so that a refresh with one is
+// refused in Keycloak's words for a session that was ended ("Session not active").
+export const endedRefreshTokens = new Set();
+
+// Every login session ends at once, as Keycloak's realm action "Sign out all active sessions"
+// does: the provider's session cookies stop signing anyone in and the refresh tokens of those
+// sessions stop working (oidc-provider then refuses the sessions' access tokens at userinfo, as
+// Keycloak's userinfo does). Nothing is sent to the clients: no back-channel logout token.
+// Returns how many sessions ended.
+export function endAllSessions() {
+  let sessions = 0;
+  for (const key of [...storage.keys()]) {
+    if (key.startsWith('Session:')) {
+      sessions += 1;
+      storage.delete(key);
+    } else if (key.startsWith('sessionUid:')) {
+      storage.delete(key);
+    } else if (key.startsWith('RefreshToken:')) {
+      endedRefreshTokens.add(key.slice('RefreshToken:'.length));
+      storage.delete(key);
+    }
+  }
+  return sessions;
+}

@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 
 import Provider from 'oidc-provider';
 
-import MemoryAdapter from './adapter.js';
+import MemoryAdapter, { endAllSessions, endedRefreshTokens } from './adapter.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const HOST = '127.0.0.1';
@@ -394,7 +394,9 @@ ${form}
     if (ctx.status === 200 && ctx.body.refresh_token) {
       ctx.body.refresh_expires_in = config.refreshIdleTtl ?? config.sessionTtl;
     } else if (ctx.body.error === 'invalid_grant' && ctx.oidc.params?.grant_type === 'refresh_token') {
-      ctx.body.error_description = ctx.state.accountRefused ?? 'Token is not active';
+      const presented = String(ctx.oidc.params.refresh_token ?? '');
+      ctx.body.error_description = ctx.state.accountRefused
+        ?? (endedRefreshTokens.has(presented) ? 'Session not active' : 'Token is not active');
     }
   });
 
@@ -490,13 +492,19 @@ async function handleInteraction(provider, config, req, res) {
 }
 
 // POST /_control/users/<username> with JSON {"groups": ..., "disabled": bool}: change a user
-// while the provider runs (tests: a user leaves a group or is disabled at the provider). Only
-// with "control_api": true in the config.
+// while the provider runs (tests: a user leaves a group or is disabled at the provider).
+// POST /_control/sessions/end-all: every login session ends, as Keycloak's realm action "Sign
+// out all active sessions" does (see endAllSessions in adapter.js): no logout token is sent.
+// Only with "control_api": true in the config.
 async function handleControl(config, req, res) {
   const json = (status, body) => {
     res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
     res.end(JSON.stringify(body));
   };
+  if (req.url === '/_control/sessions/end-all' && req.method === 'POST') {
+    json(200, { sessions_ended: endAllSessions() });
+    return;
+  }
   const match = /^\/_control\/users\/([^/?]+)$/.exec(req.url);
   if (!match || req.method !== 'POST') {
     json(404, { error: 'not_found' });

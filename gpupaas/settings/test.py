@@ -13,6 +13,7 @@ DATABASES = {  # tests always use PostgreSQL, with the options production has
     "default": base.database_from_url(
         env_str("DATABASE_URL", "postgres://gpupaas:gpupaas@127.0.0.1:5432/gpupaas"),
         conn_max_age=0,
+        pool_size=base.DATABASE_POOL_SIZE,  # 0 (no pool) unless a test's process sets it
     )
 }
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -428,7 +428,7 @@ def test_logs_stream_lines_and_end_with_the_reason_when_the_cluster_drops(
         seen.update(kwargs)
         yield "2025-01-01T00:00:00Z epoch 1"
         yield "2025-01-01T00:00:01Z epoch 2"
-        raise LogsUnavailable("The cluster is unreachable; try again in a moment.")
+        raise LogsUnavailable("The cluster cannot be reached; try again in a moment.")
 
     monkeypatch.setattr("apps.api.views.workloads.logs.workload_logs", fake_logs)
     response = api(cast.owner, ("read",)).get(
@@ -441,7 +441,7 @@ def test_logs_stream_lines_and_end_with_the_reason_when_the_cluster_drops(
     assert text.splitlines() == [
         "2025-01-01T00:00:00Z epoch 1",
         "2025-01-01T00:00:01Z epoch 2",
-        "[gpupaas] log stream ended: The cluster is unreachable; try again in a moment.",
+        "[gpupaas] log stream ended: The cluster cannot be reached; try again in a moment.",
     ]
     assert seen == {"workload": workload, "tail_lines": 5, "follow": True, "replica": 1}
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import celery
 import pytest
 
 from apps.common import taskqueue
@@ -50,6 +51,10 @@ class _App:
 
     def send_task(self, name: str, args: list[Any], **_: Any) -> None:
         self.cluster.queued.append((name, tuple(args)))
+
+    def connection_for_write(self) -> Any:
+        """The broker that writes ask before they queue: the test settings' own (memory)."""
+        return celery.current_app.connection_for_write()
 
 
 @pytest.fixture(name="fake_cluster")

@@ -465,3 +465,27 @@ def test_discovery_advertises_back_channel_logout_with_sessions(
     assert oidc_provider.discovery["backchannel_logout_supported"] is True
     assert oidc_provider.discovery["backchannel_logout_session_supported"] is True
     assert "refresh_token" in oidc_provider.discovery["grant_types_supported"]
+
+
+def test_ending_every_session_stops_refreshes_and_sso_and_sends_no_logout_token(
+    oidc_provider: OIDCProvider,
+) -> None:
+    """Like Keycloak's realm action "Sign out all active sessions": the sessions end, their
+    refresh tokens are refused as "Session not active", the provider's cookie signs nobody in,
+    userinfo refuses the sessions' access tokens (Keycloak's checks the session too), and no
+    client hears of it: nothing is posted to a back-channel logout URI."""
+    session = requests.Session()
+    callback = login_via_provider(
+        oidc_provider.authorize_url(), "carol", "carol-password", session=session
+    )
+    tokens = oidc_provider.exchange_code(callback_params(callback)["code"]).json()
+    assert oidc_provider.end_all_sessions() >= 1
+    refused = _refresh(oidc_provider, tokens["refresh_token"])
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "error": "invalid_grant",
+        "error_description": "Session not active",
+    }
+    with pytest.raises(OIDCLoginError):  # the login form again, not a callback
+        login_via_provider(oidc_provider.authorize_url(), "ignored", "ignored", session=session)
+    assert _userinfo(oidc_provider, tokens["access_token"]).status_code == 401

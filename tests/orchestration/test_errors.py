@@ -4,6 +4,7 @@ with the API server's own words, and the one answer both doors give for each."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,9 +22,16 @@ from apps.orchestration.errors import (
     cluster_error,
     cluster_error_answer,
 )
-from apps.orchestration.kube import Backoff, ForeignObjectError, Kube, with_backoff
+from apps.orchestration.kube import (
+    Backoff,
+    ForeignObjectError,
+    Kube,
+    answer_within,
+    bounded_timeout,
+    with_backoff,
+)
 
-UNREACHABLE = "The cluster is unreachable; try again in a moment."
+UNREACHABLE = "The cluster cannot be reached; try again in a moment."
 
 
 def api_error(status: int, message: str | None = None, *, reason: str = "") -> ApiException:
@@ -220,6 +228,7 @@ def test_log_lines_are_whole_whatever_the_chunks() -> None:
         "follow": True,
         "timestamps": True,
         "_preload_content": False,
+        "_request_timeout": (10, None),  # a followed log may be quiet: no read timeout
     }
 
 
@@ -242,3 +251,26 @@ def test_a_refused_log_request_keeps_the_servers_words() -> None:
     with pytest.raises(ClusterRefused) as caught:
         next(lines)
     assert cluster_error_answer(caught.value) == (409, f"The cluster refused: {WAITING}")
+
+
+def test_inside_a_request_each_http_call_and_retry_is_bounded_by_the_time_left() -> None:
+    assert bounded_timeout(None) is None  # a worker: the client's own (none)
+    assert bounded_timeout(5.0) == (5.0, 5.0)  # the client ignores a bare float
+    with answer_within(1.0):
+        connect, read = bounded_timeout(None)
+        assert 0.9 < connect <= 1.0 and read == connect
+        assert bounded_timeout(60)[0] <= 1.0
+        assert bounded_timeout((10, None))[1] is None  # a followed log stays open
+    with answer_within(0.0), pytest.raises(TimeoutError):
+        bounded_timeout(None)
+    calls: list[int] = []
+
+    def refused() -> None:
+        calls.append(1)
+        raise urllib3.exceptions.NewConnectionError(None, "refused")  # type: ignore[arg-type]
+
+    start = time.monotonic()
+    with answer_within(0.3), pytest.raises(ClusterUnreachable):
+        with_backoff(refused, what="list pods")
+    assert time.monotonic() - start < 0.5
+    assert len(calls) < 5  # no retry that would end after the deadline

@@ -38,7 +38,12 @@ def test_a_pool_size_gives_each_process_a_pool_and_no_persistent_connections() -
     url = "postgres://u:p@127.0.0.1:5432/db"
     pooled = database_from_url(url, conn_max_age=60, pool_size=8)
     assert pooled["CONN_MAX_AGE"] == 0
-    assert pooled["OPTIONS"]["pool"] == {"min_size": 0, "max_size": 8, "timeout": 10}
+    assert pooled["OPTIONS"]["pool"] == {
+        "min_size": 0,
+        "max_size": 8,
+        "timeout": 10,
+        "reconnect_timeout": 0,
+    }
     plain = database_from_url(url, conn_max_age=60)
     assert plain["CONN_MAX_AGE"] == 60
     assert "pool" not in plain.get("OPTIONS", {})

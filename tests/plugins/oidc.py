@@ -310,6 +310,13 @@ class OIDCProvider:
         )
         response.raise_for_status()
 
+    def end_all_sessions(self, *, timeout: float = 10.0) -> int:
+        """Every login session at the provider ends, without a logout token to anyone (Keycloak's
+        realm action "Sign out all active sessions"); how many ended. Needs ``control_api``."""
+        response = requests.post(f"{self.issuer}/_control/sessions/end-all", timeout=timeout)
+        response.raise_for_status()
+        return int(response.json()["sessions_ended"])
+
     def reset_user(self, username: str) -> None:
         """Back to the groups of the test config, enabled."""
         self.set_user(username, groups=INITIAL_GROUPS.get(username, []), disabled=False)

@@ -19,15 +19,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def redis_start(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A redis-server on a free loopback port, answering; the caller stops it."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail(
             "redis-server is not installed (Debian package redis-server; .ci/run installs it)"
         )
     port = free_port()
-    workdir: Path = tmp_path_factory.mktemp("redis")
     proc = subprocess.Popen(
         [
             binary,
@@ -56,6 +55,12 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 proc.kill()
                 pytest.fail(f"redis-server did not start on port {port}")
             time.sleep(0.05)
+    return proc, url
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    proc, url = redis_start(tmp_path_factory.mktemp("redis"))
     yield url
     proc.terminate()
     proc.wait(timeout=10)

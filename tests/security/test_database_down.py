@@ -42,14 +42,15 @@ print(json.dumps(out))
 """
 
 
-def _run(port: int) -> dict[str, dict[str, object]]:
+def _run(port: int, *, script: str = REQUESTS, **settings: str) -> dict[str, dict[str, object]]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "gpupaas.settings.test",
         "DATABASE_URL": f"postgres://gpupaas:gpupaas@127.0.0.1:{port}/gpupaas",
+        **settings,
     }
     done = subprocess.run(
-        [sys.executable, "-c", REQUESTS],
+        [sys.executable, "-c", script],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -82,6 +83,56 @@ def test_database_down_is_named_as_such_quickly_on_a_closed_port(reason: str) ->
     port = probe.getsockname()[1]
     probe.close()  # nothing listens there now
     _assert_says_unreachable(_run(port), within=2.0)
+
+
+def test_database_down_is_named_as_such_quickly_through_the_connection_pool() -> None:
+    """With the pool on, a request used to wait DATABASE_POOL_TIMEOUT (10 s) for a connection
+    the pool could never make, then said "Every database connection was in use"."""
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    result = _run(port, DATABASE_POOL_SIZE="4", DATABASE_POOL_TIMEOUT="10")
+    _assert_says_unreachable(result, within=2.0)
+
+
+EXHAUSTED = """
+import json, threading, time
+import django
+django.setup()
+from django.db import connection
+from django.test import Client
+held, release = threading.Event(), threading.Event()
+
+def hold():
+    connection.ensure_connection()  # borrows the pool's only connection and keeps it
+    held.set()
+    release.wait(30)
+    connection.close()
+
+threading.Thread(target=hold, daemon=True).start()
+held.wait(10)
+client = Client(raise_request_exception=False)
+client.cookies["sessionid"] = "x" * 32
+start = time.monotonic()
+response = client.get("/workloads/")
+out = {"portal": {
+    "status": response.status_code,
+    "body": response.content.decode()[:2000],
+    "seconds": time.monotonic() - start,
+}}
+release.set()
+print(json.dumps(out))
+"""
+
+
+def test_a_pool_whose_connections_are_all_in_use_still_says_busy() -> None:
+    port = int(os.environ.get("DATABASE_URL", "").rpartition(":")[2].split("/")[0] or 5432)
+    result = _run(port, script=EXHAUSTED, DATABASE_POOL_SIZE="1", DATABASE_POOL_TIMEOUT="1")
+    portal = result["portal"]
+    assert portal["status"] == 503, portal
+    assert "Every database connection was in use" in str(portal["body"])
+    assert "cannot be reached" not in str(portal["body"])
+    assert 1.0 <= float(str(portal["seconds"])) < 3.0, portal
 
 
 def test_database_that_accepts_and_never_answers_fails_within_seconds() -> None:

@@ -1,33 +1,49 @@
-"""Fuzz pass of every portal form (hypothesis): the three request forms (submit and save as
-template), the API token form, the team page's filters, the usage filters (chargeback), the
-overview's quota form, the budget and policy forms, right-sizing advice and its apply, the
-sizing helper, the request form's GET parameters, the quota request and decision forms, and
-the reservation form and calendar, with valid choices mixed with junk
-(Unicode digits, months outside the calendar, huge numbers, NUL, long text, missing fields).
-No answer may be a 5xx; requests and 5xx are counted in the terminal summary
-(tests/plugins/fuzz.py). Bounded: a few hundred requests, derandomized, in CI on every
-change."""
+"""Fuzz pass of every portal form (hypothesis): the request forms of each kind (submit and
+save as template), the API token form, the datasets and secrets forms, the team page's
+filters, the usage filters (chargeback), the overview's quota form, the budget and policy
+forms, right-sizing advice and its apply, the sizing helper, the request form's GET
+parameters, the quota request and decision forms, the reservation form and calendar, and the
+Django admin's governance forms (a GPU class's price, a team's quota), with valid choices
+mixed with junk (Unicode digits, months outside the calendar, huge numbers, NUL, long text,
+missing fields). No answer may be a 5xx; requests and 5xx are counted in the terminal summary
+(tests/plugins/fuzz.py). test_every_portal_form_is_fuzzed fails when a form of apps.web.forms
+has no target; every route, forms or not, is swept by tests/security/test_fuzz_routes.py.
+Bounded: a few hundred requests, derandomized, in CI on every change."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django import forms
-from django.test import Client
+from django.contrib import admin
+from django.db.models import Model
+from django.test import Client, RequestFactory
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apps.accounts.models import User
 from apps.accounts.selectors import teams_visible_to
+from apps.catalog.models import GpuClass
 from apps.catalog.selectors import gpu_classes_offered
-from apps.quotas.models import QuotaRequest
+from apps.quotas.models import QuotaRequest, TeamQuota
+from apps.web import forms as web_forms
 from apps.web.forms.accounts import ApiTokenForm
 from apps.web.forms.capacity import CalendarForm, DecisionForm, QuotaRequestForm, ReservationForm
-from apps.web.forms.governance import BudgetForm, PolicyForm, QuotaForm
+from apps.web.forms.credentials import SecretCreateForm, SecretValueForm
+from apps.web.forms.datasets import DatasetRegisterForm
+from apps.web.forms.governance import (
+    AdviceApplyForm,
+    AdviceForm,
+    BudgetForm,
+    PolicyForm,
+    QuotaForm,
+)
 from apps.web.forms.notifications import NotificationPreferenceForm
 from apps.web.forms.workloads import (
     REQUEST_FORMS,
@@ -36,6 +52,7 @@ from apps.web.forms.workloads import (
     TemplateSaveForm,
     WorkloadListForm,
 )
+from apps.web.forms.workloads.base import WorkloadRequestForm
 from apps.workloads import core
 from tests.plugins import fuzz
 from tests.portal.conftest import Portal
@@ -110,6 +127,8 @@ class Target:
     path: str
     user: User
     data: st.SearchStrategy[dict]
+    # The form classes whose fields this target sends (test_every_portal_form_is_fuzzed).
+    forms: tuple[type[forms.BaseForm], ...] = ()
 
 
 def _check(client: Client, target: Target, data: dict[str, Any]) -> None:
@@ -128,7 +147,11 @@ def _targets(portal: Portal) -> dict[str, Target]:
     for kind, form_class in REQUEST_FORMS.items():
         form = form_class(user=cast.owner)
         targets[f"request-{kind}"] = Target(
-            "post", f"/workloads/new/{kind}/", cast.owner, form_data(form, {"action": "submit"})
+            "post",
+            f"/workloads/new/{kind}/",
+            cast.owner,
+            form_data(form, {"action": "submit"}),
+            (form_class,),
         )
         both = form_data(form, {"action": "save-template"})
         template = form_data(TemplateSaveForm(prefix="template"))
@@ -137,6 +160,7 @@ def _targets(portal: Portal) -> dict[str, Target]:
             f"/workloads/new/{kind}/",
             cast.owner,
             st.tuples(both, template).map(lambda pair: {**pair[0], **pair[1]}),
+            (form_class, TemplateSaveForm),
         )
         targets[f"request-get-{kind}"] = Target(
             "get",
@@ -152,12 +176,15 @@ def _targets(portal: Portal) -> dict[str, Target]:
         targets[f"verdict-{kind}"] = Target(
             "post", f"/workloads/new/{kind}/verdict/", cast.owner, form_data(form)
         )
-    targets["token"] = Target("post", "/accounts/tokens/", cast.owner, form_data(ApiTokenForm()))
+    targets["token"] = Target(
+        "post", "/accounts/tokens/", cast.owner, form_data(ApiTokenForm()), (ApiTokenForm,)
+    )
     targets["team-filters"] = Target(
         "get",
         f"/teams/{team}/",
         cast.lead,
         form_data(TeamWorkloadFilterForm(team=cast.team)),
+        (TeamWorkloadFilterForm,),
     )
     targets["usage-chargeback"] = Target(
         "get",
@@ -185,9 +212,12 @@ def _targets(portal: Portal) -> dict[str, Target]:
                 {}, optional={"kind": JUNK, "inline": st.sampled_from(["1", "²"])}
             ).map(lambda extra: {**d, **extra})
         ),
+        (SizingForm,),
     )
     requests = QuotaRequestForm(teams=teams_visible_to(cast.owner), classes=gpu_classes_offered())
-    targets["quota-request"] = Target("post", "/quota-requests/", cast.owner, form_data(requests))
+    targets["quota-request"] = Target(
+        "post", "/quota-requests/", cast.owner, form_data(requests), (QuotaRequestForm,)
+    )
     pending = QuotaRequest.objects.create(
         team=cast.team,
         gpu_class=cast.gpu_class,
@@ -198,21 +228,29 @@ def _targets(portal: Portal) -> dict[str, Target]:
         justification="fuzz",
     )
     targets["quota-decide"] = Target(
-        "post", f"/quota-requests/{pending.pk}/", cast.admin, form_data(DecisionForm())
+        "post",
+        f"/quota-requests/{pending.pk}/",
+        cast.admin,
+        form_data(DecisionForm()),
+        (DecisionForm,),
     )
     booking = ReservationForm(teams=teams_visible_to(cast.lead), classes=gpu_classes_offered())
-    targets["reservation"] = Target("post", "/reservations/", cast.lead, form_data(booking))
+    targets["reservation"] = Target(
+        "post", "/reservations/", cast.lead, form_data(booking), (ReservationForm,)
+    )
     targets["calendar"] = Target(
         "get",
         "/reservations/",
         cast.lead,
         form_data(CalendarForm(classes=gpu_classes_offered())),
+        (CalendarForm,),
     )
     targets["notification-preferences"] = Target(
         "post",
         "/notifications/preferences/",
         cast.owner,
         form_data(NotificationPreferenceForm()),
+        (NotificationPreferenceForm,),
     )
     targets["notices-read"] = Target(
         "post", "/notifications/read/", cast.owner, st.fixed_dictionaries({}, optional={"id": JUNK})
@@ -226,6 +264,7 @@ def _targets(portal: Portal) -> dict[str, Target]:
                 lambda extra: {**d, **extra}
             )
         ),
+        (WorkloadListForm,),
     )
     targets["workload-bulk-cancel"] = Target(
         "post",
@@ -237,31 +276,88 @@ def _targets(portal: Portal) -> dict[str, Target]:
         "get", "/notifications/", cast.owner, st.fixed_dictionaries({}, optional={"page": JUNK})
     )
     targets["overview-quota"] = Target(
-        "post", "/overview/quotas/", cast.admin, form_data(QuotaForm())
+        "post", "/overview/quotas/", cast.admin, form_data(QuotaForm()), (QuotaForm,)
     )
     targets["team-budget"] = Target(
-        "post", f"/teams/{team}/budget/set/", cast.admin, form_data(BudgetForm())
+        "post", f"/teams/{team}/budget/set/", cast.admin, form_data(BudgetForm()), (BudgetForm,)
     )
     targets["team-policy"] = Target(
-        "post", f"/teams/{team}/policy/set/", cast.admin, form_data(PolicyForm())
+        "post", f"/teams/{team}/policy/set/", cast.admin, form_data(PolicyForm()), (PolicyForm,)
     )
     targets["advice"] = Target(
-        "get", "/overview/advice/", cast.admin, st.fixed_dictionaries({}, optional={"days": JUNK})
+        "get", "/overview/advice/", cast.admin, form_data(AdviceForm()), (AdviceForm,)
     )
     targets["advice-apply"] = Target(
         "post",
         "/overview/advice/apply/",
         cast.admin,
-        st.fixed_dictionaries(
-            {},
-            optional={
-                "team": st.one_of(st.just(team), JUNK),
-                "gpu_class": st.one_of(st.just(cast.gpu_class.name), JUNK),
-                "days": JUNK,
-            },
+        form_data(AdviceApplyForm()).flatmap(
+            lambda d: st.fixed_dictionaries(
+                {},
+                optional={
+                    "team": st.one_of(st.just(team), JUNK),
+                    "gpu_class": st.one_of(st.just(cast.gpu_class.name), JUNK),
+                },
+            ).map(lambda extra: {**d, **extra})
         ),
+        (AdviceApplyForm,),
+    )
+    targets["datasets"] = Target(
+        "post",
+        f"/teams/{team}/datasets/",
+        cast.lead,
+        form_data(DatasetRegisterForm()),
+        (DatasetRegisterForm,),
+    )
+    targets["secret-create"] = Target(
+        "post",
+        f"/teams/{team}/secrets/",
+        cast.owner,
+        form_data(SecretCreateForm()),
+        (SecretCreateForm,),
+    )
+    targets["secret-rotate"] = Target(
+        "post",
+        f"/teams/{team}/secrets/rotate/",
+        cast.owner,
+        form_data(SecretValueForm(), {"name": "hf-token"}).flatmap(
+            lambda d: st.fixed_dictionaries(
+                {}, optional={"scope": st.sampled_from(["team", "personal", "²"])}
+            ).map(lambda extra: {**d, **extra})
+        ),
+        (SecretValueForm,),
+    )
+    # Governance in the Django admin: prices (a GPU class's hourly cost, with its quotas inline)
+    # and a team's quota of a class.
+    gpu_class_form = _admin_form(GpuClass, cast.admin, cast.gpu_class)
+    targets["admin-gpu-class-price"] = Target(
+        "post",
+        f"/admin/catalog/gpuclass/{cast.gpu_class.pk}/change/",
+        cast.admin,
+        form_data(gpu_class_form(instance=cast.gpu_class), INLINE_MANAGEMENT),
+    )
+    quota_form = _admin_form(TeamQuota, cast.admin, None)
+    targets["admin-team-quota"] = Target(
+        "post", "/admin/quotas/teamquota/add/", cast.admin, form_data(quota_form())
     )
     return targets
+
+
+# The management form of the GPU class page's quota inline (no rows changed).
+INLINE_MANAGEMENT = {
+    "quotas-TOTAL_FORMS": "0",
+    "quotas-INITIAL_FORMS": "0",
+    "quotas-MIN_NUM_FORMS": "0",
+    "quotas-MAX_NUM_FORMS": "1000",
+}
+
+
+def _admin_form(model: type[Model], user: User, obj: Model | None) -> type[forms.ModelForm]:
+    """The form the Django admin shows ``user`` for ``model`` (its change form for ``obj``)."""
+    request = RequestFactory().get("/admin/")
+    request.user = user
+    form: type[forms.ModelForm] = admin.site._registry[model].get_form(request, obj)
+    return form
 
 
 TARGETS = [
@@ -288,7 +384,40 @@ TARGETS = [
     "advice-apply",
     "workload-list",
     "workload-bulk-cancel",
+    "datasets",
+    "secret-create",
+    "secret-rotate",
+    "admin-gpu-class-price",
+    "admin-team-quota",
 ]
+
+# Form classes of the portal that no view fills in as such: bases of the forms above.
+FORM_BASES = {WorkloadRequestForm}
+
+
+def _portal_form_classes() -> set[type[forms.BaseForm]]:
+    """Every public form class defined in apps.web.forms (each module, walked)."""
+    found: set[type[forms.BaseForm]] = set()
+    for info in pkgutil.walk_packages(web_forms.__path__, f"{web_forms.__name__}."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, forms.BaseForm)
+                and value.__module__ == module.__name__
+                and not value.__name__.startswith("_")
+            ):
+                found.add(value)
+    return found
+
+
+def test_every_portal_form_is_fuzzed(portal: Portal) -> None:
+    """A form added to the portal without a fuzz target fails here."""
+    targets = _targets(portal)
+    assert sorted(targets) == sorted(TARGETS)
+    covered = {form for target in targets.values() for form in target.forms}
+    missing = _portal_form_classes() - covered - FORM_BASES
+    assert not missing, sorted(f"{f.__module__}.{f.__name__}" for f in missing)
 
 
 @pytest.mark.parametrize("name", TARGETS)

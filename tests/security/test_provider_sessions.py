@@ -1,7 +1,9 @@
 """Sessions that live as long as the identity provider allows, against the development provider
 configured as a stock Keycloak realm is: refresh tokens that expire when unused for less than
 the portal's group re-check interval ("SSO Session Idle"), refusals worded as Keycloak words
-them, and RP-initiated logout that returns to the portal."""
+them, RP-initiated logout that returns to the portal, a user disabled there refused on the
+very request that finds it, and sessions ended there without a logout token (Keycloak's realm
+action "Sign out all active sessions") ending here at the next session check."""
 
 from __future__ import annotations
 
@@ -113,20 +115,26 @@ def test_session_idle_past_the_providers_window_ends_but_api_tokens_stay(
     assert token.revoked_at is None
 
 
-def test_user_disabled_at_the_provider_loses_api_tokens_at_the_next_recheck(
+def test_user_disabled_at_the_provider_is_refused_on_the_request_that_finds_it(
     oidc: OIDCProvider, vision: Team, settings: Any
 ) -> None:
-    _sign_in(Client(), oidc, "mo")
+    """Before, the request whose re-check found the user disabled still passed (with no team)
+    and the revoked token was refused only from the next request on."""
+    portal = Client()
+    _sign_in(portal, oidc, "mo")
     user = _user("mo")
     parent, plaintext = api_token_create(actor=user, name="ci", scopes=["read"], expires_at=None)
     api = Client(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
     assert api.get("/api/v1/teams/").status_code == 200
+    assert portal.get("/accounts/profile/").status_code == 200
     oidc.set_user("mo", disabled=True)
     age_groups(user, settings.OIDC_GROUPS_MAX_AGE_SECONDS + 1)
-    # The re-check on this request finds the user disabled (it sees no team any more); the
-    # token stops from then on.
-    assert api.get("/api/v1/teams/").json() == []
+    refused = api.get("/api/v1/teams/")
+    assert refused.status_code == 401, refused.content
+    assert "disabled or gone at the identity provider" in refused.json()["message"]
     assert api.get("/api/v1/teams/").status_code == 401
+    # The portal session ended with that re-check too: its next request signs in again.
+    assert portal.get("/accounts/profile/")["Location"].startswith("/accounts/login/")
     parent.refresh_from_db()
     assert parent.revoked_at is not None
     assert not ApiToken.objects.filter(user=user, revoked_at__isnull=True).exists()
@@ -161,3 +169,34 @@ def test_sign_out_there_too_sends_id_token_hint_and_returns_to_the_portal(
     done = sign_out_at_provider(idp, oidc, link)
     assert done.status_code == 303
     assert done.headers["Location"] == "http://testserver/"
+
+
+@pytest.fixture(scope="module")
+def realm_provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OIDCProvider]:
+    """A provider of this module's own: ending every session there touches no other test's."""
+    config = copy.deepcopy(default_test_config())
+    with run_provider(config, tmp_path_factory.mktemp("oidc-realm")) as provider:
+        yield provider
+
+
+def test_sessions_the_provider_ended_without_a_logout_token_end_at_the_next_session_check(
+    realm_provider: OIDCProvider, vision: Team, settings: Any
+) -> None:
+    """Keycloak's realm action "Sign out all active sessions" tells no OpenID client. Before,
+    the portal's sessions lived on until the hourly group re-check; now the session is checked
+    with the refresh token every OIDC_SESSION_CHECK_SECONDS (five minutes)."""
+    configure(settings, realm_provider)
+    settings.OIDC_TOKEN_USE_BASIC_AUTH = False
+    client = Client()
+    _sign_in(client, realm_provider, "mo")
+    user = _user("mo")
+    assert realm_provider.end_all_sessions() >= 1
+    # No logout token came: the portal has not heard of it yet.
+    assert client.get("/accounts/profile/").status_code == 200
+    age_groups(user, 5 * 60 + 1)  # past the check interval, far from the hourly re-check
+    assert settings.OIDC_GROUPS_MAX_AGE_SECONDS > 5 * 60 + 1
+    assert client.get("/accounts/profile/")["Location"].startswith("/accounts/login/")
+    lapsed = AuditEvent.objects.get(action="auth.groups_lapsed", object_id=str(user.pk))
+    assert "Session not active" in lapsed.details["reason"]
+    assert lapsed.details["sessions"] == 1
+    assert _team_slugs(user) == []

@@ -37,7 +37,14 @@ from apps.accounts.services import (
     user_delete,
     user_password_set,
 )
-from apps.adminsite.admin.base import KeyLockedForm, ServiceAdmin, ServiceFormSet, actor, source_ip
+from apps.adminsite.admin.base import (
+    KeyLockedForm,
+    SafeAutocompleteMixin,
+    ServiceAdmin,
+    ServiceFormSet,
+    actor,
+    source_ip,
+)
 from apps.adminsite.admin.quotas import TeamQuotaInline
 
 # --- memberships ------------------------------------------------------------------------------
@@ -71,7 +78,7 @@ class MembershipRowForm(KeyLockedForm):
     locked = ("user", "team")
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(SafeAutocompleteMixin, admin.TabularInline):
     """A team's members."""
 
     model = Membership
@@ -83,7 +90,7 @@ class MembershipInline(admin.TabularInline):
     readonly_fields = ("source", "created_at")
 
 
-class UserMembershipInline(admin.TabularInline):
+class UserMembershipInline(SafeAutocompleteMixin, admin.TabularInline):
     """A user's teams."""
 
     model = Membership

@@ -14,7 +14,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ImproperlyConfigured
+from django.contrib.admin.widgets import AutocompleteSelect
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import models
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
@@ -61,7 +62,42 @@ class KeyLockedForm(forms.ModelForm):
                     self.fields[name].disabled = True
 
 
-class ServiceAdmin(admin.ModelAdmin):
+class SafeAutocompleteSelect(AutocompleteSelect):
+    """Django's autocomplete widget, except that a submitted value that is no key of the related
+    model (" ", "²" for an id) is shown as nothing chosen: Django's own looks it up as it
+    re-renders the form with its errors and fails (ValueError, a server error)."""
+
+    def optgroups(self, name: str, value: Any, attrs: Any = None) -> Any:
+        remote = self.field.remote_field
+        target = remote.model._meta.get_field(getattr(remote, "field_name", None) or "pk")
+        kept = []
+        for item in value:
+            try:
+                target.to_python(item)
+            except (ValidationError, ValueError, TypeError):
+                continue
+            kept.append(item)
+        return super().optgroups(name, kept, attrs)
+
+
+class SafeAutocompleteMixin:
+    """For a ModelAdmin or an inline with ``autocomplete_fields``: :class:`SafeAutocompleteSelect`
+    as their widget."""
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name in self.get_autocomplete_fields(request):  # type: ignore[attr-defined]
+            kwargs.setdefault(
+                "widget",
+                SafeAutocompleteSelect(
+                    db_field,
+                    self.admin_site,  # type: ignore[attr-defined]
+                    using=kwargs.get("using"),
+                ),
+            )
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+
+
+class ServiceAdmin(SafeAutocompleteMixin, admin.ModelAdmin):
     """A ModelAdmin that writes only through services."""
 
     # Whether ``save_model`` hands the form's many-to-many values to its service.

@@ -7,7 +7,14 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
-from apps.adminsite.admin.base import KeyLockedForm, ServiceAdmin, ServiceFormSet, actor, source_ip
+from apps.adminsite.admin.base import (
+    KeyLockedForm,
+    SafeAutocompleteMixin,
+    ServiceAdmin,
+    ServiceFormSet,
+    actor,
+    source_ip,
+)
 from apps.adminsite.admin.formatting import gpus
 from apps.catalog.models import GpuClass
 from apps.quotas.models import TeamQuota
@@ -53,7 +60,7 @@ class TeamQuotaRowForm(KeyLockedForm):
     locked = ("team", "gpu_class")
 
 
-class QuotaInline(admin.TabularInline):
+class QuotaInline(SafeAutocompleteMixin, admin.TabularInline):
     """A GPU class's quotas, one row per team."""
 
     model = TeamQuota

@@ -1,4 +1,5 @@
-"""The server's answer to an unhandled error: Django's own 500, except when the database was
+"""The server's answer to an unhandled error: Django's own 500, except when the broker could
+not be reached (a 503 that says the write was not done, apps.common.taskqueue) or the database was
 only busy (every pooled connection of the worker taken for DATABASE_POOL_TIMEOUT seconds):
 then a 503 with Retry-After, which clients and proxies retry, not a server error. The API's
 middleware gives both the API's error shape.
@@ -13,9 +14,11 @@ import sys
 import psycopg
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.html import escape
 from django.views import defaults
 from psycopg_pool import PoolTimeout
 
+from apps.common.taskqueue import BrokerUnreachable
 from apps.web.refusals import refusal_for
 
 RETRY_AFTER_SECONDS = 5
@@ -42,11 +45,11 @@ UNREACHABLE_MESSAGE = (
     "The database cannot be reached; nothing was done. Try again in a minute, or tell the "
     "platform team if it lasts."
 )
-UNREACHABLE_PAGE = (
+UNAVAILABLE_PAGE = (
     '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Unavailable</title>'
-    "</head><body><main><h1>The portal is unavailable</h1><p>"
-    f"{UNREACHABLE_MESSAGE}</p></main></body></html>"
+    "</head><body><main><h1>The portal is unavailable</h1><p>{message}</p></main></body></html>"
 )
+UNREACHABLE_PAGE = UNAVAILABLE_PAGE.format(message=UNREACHABLE_MESSAGE)
 
 
 def database_unreachable(exc: BaseException | None) -> bool:
@@ -62,8 +65,26 @@ def database_unreachable(exc: BaseException | None) -> bool:
     return False
 
 
+def _broker_unreachable_answer(request: HttpRequest, exc: BrokerUnreachable) -> HttpResponse:
+    """The write was rolled back (apps.common.taskqueue): say so, and that a retry is safe."""
+    response: HttpResponse
+    if request.path.startswith("/api/"):
+        body = {"code": exc.code, "message": str(exc), "fields": {}}
+        response = JsonResponse(body, status=503)
+    else:
+        response = HttpResponse(
+            UNAVAILABLE_PAGE.format(message=escape(str(exc))),
+            status=503,
+            content_type="text/html; charset=utf-8",
+        )
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     error = sys.exc_info()[1]
+    if isinstance(error, BrokerUnreachable):
+        return _broker_unreachable_answer(request, error)
     if database_unreachable(error):
         response: HttpResponse
         if request.path.startswith("/api/"):

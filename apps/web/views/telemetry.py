@@ -130,6 +130,11 @@ def workload_usage(request: HttpRequest, workload_id: int) -> HttpResponse:
 @require_GET
 def workload_series(request: HttpRequest, workload_id: int) -> JsonResponse:
     workload = _visible_workload(request, workload_id)
+    if not settings.PROMETHEUS_URL:
+        # Not a passing outage (503 would ask the page to come back): there are no charts.
+        return JsonResponse(
+            {"error": "Usage charts are off: PROMETHEUS_URL is not set."}, status=404
+        )
     try:
         client = default_client()
         try:

@@ -70,6 +70,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "apps.web.middleware.ClusterDeadlineMiddleware",
+    "apps.web.middleware.BrokerCheckMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 

@@ -60,6 +60,11 @@ def database_from_url(url: str, *, conn_max_age: int, pool_size: int = 0) -> dic
                 "min_size": 0,  # an idle worker holds none (closed after 10 idle minutes)
                 "max_size": pool_size,
                 "timeout": DATABASE_POOL_TIMEOUT,
+                # A failed connection attempt is not retried in the background: the next
+                # request that needs one tries again, and a request waiting while the server
+                # is down hears so at once (apps/common/db/postgresql/pool.py), not after
+                # DATABASE_POOL_TIMEOUT in the words of a busy pool.
+                "reconnect_timeout": 0,
             }
     return database
 

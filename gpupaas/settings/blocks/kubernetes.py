@@ -45,6 +45,10 @@ ORCHESTRATION_NODE_LOSS_GRACE_SECONDS = env_int(
 # Running sweep trials' latest metrics line, read from the end of their pods' logs: the beat
 # interval of that pass and the least time between two reads of one trial's log.
 ORCHESTRATION_TRIAL_METRICS_SECONDS = env_int("ORCHESTRATION_TRIAL_METRICS_SECONDS", 15, minimum=5)
+# Milliseconds a portal page or an API call waits, in all, for the cluster's answers (each HTTP
+# request's timeouts and the adapter's retries are cut to what is left) before it says the
+# cluster cannot be reached. The workers and the watch keep their own timeouts and retries.
+ORCHESTRATION_REQUEST_DEADLINE_MS = env_int("ORCHESTRATION_REQUEST_DEADLINE_MS", 1500, minimum=100)
 NOTEBOOK_HOST = env_str("NOTEBOOK_HOST", "")
 # Notebooks are opened only through the portal: their Ingress asks the portal's auth endpoint
 # about every request (ingress-nginx auth-url) and sends people without access to the portal's

@@ -41,6 +41,11 @@ OIDC_BILLING_GROUPS = env_list("OIDC_BILLING_GROUPS", [])
 # userinfo) when older than this, at the next request of a session or use of an API token;
 # when the provider refuses, they lapse and the user's portal sessions end.
 OIDC_GROUPS_MAX_AGE_SECONDS = env_int("OIDC_GROUPS_MAX_AGE_SECONDS", 3600, minimum=60)
+# A session (and an API token's use) is checked against the provider with the refresh token at
+# least this often, whatever the group interval: a provider that ends sessions without telling
+# its clients (Keycloak's realm-wide "Sign out all active sessions" sends no logout token) is
+# noticed within this time. Each check is one refresh (and userinfo) per active user.
+OIDC_SESSION_CHECK_SECONDS = env_int("OIDC_SESSION_CHECK_SECONDS", 300, minimum=10)
 OIDC_USE_PKCE = env_bool("OIDC_USE_PKCE", True)
 OIDC_TOKEN_USE_BASIC_AUTH = env_bool("OIDC_TOKEN_USE_BASIC_AUTH", True)
 OIDC_CLOCK_LEEWAY_SECONDS = env_int("OIDC_CLOCK_LEEWAY_SECONDS", 60, minimum=0)

@@ -7,13 +7,20 @@ administrator's terminate, an idle timeout) tells its client so by making the so
 the server's farewell message, then end-of-file. An idle connection has nothing to read. So
 this backend looks at the socket first and runs the ``SELECT 1`` only when there is something
 to read, which is exactly when the connection may be gone.
+
+With ``OPTIONS["pool"]`` the pool is this project's ``FailFastPool`` (see its module): a request
+waiting for a pooled connection hears at once that the server cannot be reached.
 """
 
 from __future__ import annotations
 
 import select
+from typing import Any
 
+from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base
+
+from apps.common.db.postgresql.pool import FailFastPool
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -28,3 +35,25 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if not readable:
             return True
         return bool(super().is_usable())
+
+    @property
+    def pool(self) -> FailFastPool | None:
+        options = self.settings_dict["OPTIONS"].get("pool")
+        if self.alias == NO_DB_ALIAS or not options:
+            return None
+        pools: dict[str, Any] = self._connection_pools  # type: ignore[attr-defined]
+        if self.alias not in pools:
+            kwargs = self.get_connection_params()
+            kwargs["autocommit"] = True  # Django sets the transaction mode itself later
+            checks = self.settings_dict["CONN_HEALTH_CHECKS"]
+            made = FailFastPool(
+                kwargs=kwargs,
+                open=False,  # opened at the first request, not at start-up
+                configure=self._configure_connection,  # type: ignore[attr-defined]
+                check=FailFastPool.check_connection if checks else None,
+                **({} if options is True else options),
+            )
+            # Two threads may build one at once; the first one stored is the one used.
+            pools.setdefault(self.alias, made)
+        pool: FailFastPool = pools[self.alias]
+        return pool
