@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
                     if ours_full > full and ours_end > end:
                         ahead = "ahead"
                     elif (ours_full, ours_end) == (full, end):
-                        ahead = "tie: every policy places the same"
+                        ahead = "tie: both place the same"
                     else:
                         ahead = "NOT ahead"
                     print(
