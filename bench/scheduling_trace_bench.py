@@ -23,6 +23,11 @@ to nodes of that model). Variants, reported beside the default method in the sam
 
     .venv/bin/python bench/scheduling_trace_bench.py [--data DIR] [--seeds 5] [--jobs 2]
                                                      [--variants default,gpuspec,demand,both]
+                                                     [--pods FILE[,FILE...]]
+
+--pods adds pod lists of the trace family found in DIR (openb_pod_list_gpuspec33.csv, with
+its own gpu_spec column; gpushare100, multigpu50, cpu050, ...), each run as it is (count
+inflation) and inflated by demand; the synthesized variants need openb_pod_list_default.csv.
 
 DIR defaults to $GPUPAAS_TRACE_DIR or ../shared/data/alibaba-gpu-v2023 from the repo root.
 """
@@ -45,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from apps.scheduling.data import GpuClassSpec, NodeSpec  # noqa: E402
 from apps.scheduling.fragmentation import FragModel, typical_from_requests  # noqa: E402
-from apps.scheduling.placement import GpuPool, PoolChooser, bound_shares  # noqa: E402
+from apps.scheduling.placement import GpuPool, PoolChooser  # noqa: E402
 from apps.scheduling.units import Demand  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "alibaba-gpu-v2023"
@@ -281,10 +286,10 @@ class Baseline:
 class Ours:
     """Our placement: the scheduler's GPU pool with fragmentation-aware scoring, one pool per
     GPU model (as the platform has a pool per GPU class), and across pools the
-    ``PoolChooser``: a pod bound to models only looks at theirs, one free to use any model
-    takes the best choice over the pools that have room beside what the bound pods are
-    expected to need (their share of the trace's own pods, as the fragment model's typical
-    requests are), and reserved room only when nothing else fits."""
+    ``PoolChooser``: a pod bound to models only looks at theirs, and every pod takes the best
+    choice over the pools that have room beside what the bound pods are expected to need
+    (learned from the pods arrived so far, not from the file), and reserved room only when
+    nothing else fits."""
 
     def __init__(
         self,
@@ -309,11 +314,9 @@ class Ours:
         for pool in pools.values():
             pool._cpu_norm = cpu_norm  # the cross-pool comparison
             pool._units_norm = units_norm
-        capacity = {m: p.capacity_milli() for m, p in pools.items()}
-        shares = bound_shares(((p.models, p.gpu_total) for p in pods), capacity) if reserve else {}
         # Ties to the node's place in the file, as one pool has.
         order = {n.name: i for i, n in enumerate(nodes)}
-        self.chooser = PoolChooser(pools, shares, order=order)
+        self.chooser = PoolChooser(pools, order=order, reserve=reserve)
 
     def place(self, pod: Pod) -> bool:
         if pod.num_gpu == 0:
@@ -385,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpuspec-share", type=float, default=0.33)
     parser.add_argument("--demand-multiple", type=float, default=1.3)
     args = parser.parse_args(argv)
-    if not (args.data / "openb_pod_list_default.csv").exists():
+    if not (args.data / "openb_node_list_gpu_node.csv").exists():
         print(f"trace not found in {args.data} (set --data or GPUPAAS_TRACE_DIR)")
         return 2
     share, multiple = args.gpuspec_share, args.demand_multiple
@@ -478,7 +481,12 @@ def main(argv: list[str] | None = None) -> int:
             for policy in policies:
                 if policy != "ours (FGD)":
                     full, end = means[policy]
-                    ahead = "ahead" if ours_full > full and ours_end > end else "NOT ahead"
+                    if ours_full > full and ours_end > end:
+                        ahead = "ahead"
+                    elif (ours_full, ours_end) == (full, end):
+                        ahead = "tie: both place the same"
+                    else:
+                        ahead = "NOT ahead"
                     print(
                         f"ours ÷ {policy}: {ours_full / full:.3f} at 100% arrived, "
                         f"{ours_end / end:.3f} at the end ({ahead})"

@@ -29,7 +29,7 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from apps.catalog import core as catalog_core
@@ -54,6 +54,11 @@ _MISSING: object = object()
 Choice = tuple[tuple[float, ...], int, tuple[int, ...], int | None]
 # Fragment growth (in units) that moves the squashed score by about a quarter point near 0.
 FRAG_SCALE = 500.0
+# Across pools (PoolChooser): whole points of the squashed score that a pool's scarcity (its
+# reserve for bound demand ÷ its capacity, 0–1) and the CPU a replica would strand (0–1)
+# cost at most. Set on the trace family (bench/README.md), not on one trace.
+SCARCITY_POINTS = 20
+BALANCE_POINTS = 10
 
 
 class Pool(Protocol):
@@ -723,56 +728,73 @@ def build_pools(
     return dict(pools)
 
 
-def bound_shares(
-    requests: Iterable[tuple[frozenset[str] | None, int]], capacity: Mapping[str, int]
-) -> dict[str, float]:
-    """Per pool, the share of the typical GPU demand that only it (or a few pools with it)
-    may serve: ``requests`` are (the pools a request may use, None for any; its GPU milli).
-    A request bound to several pools is split over them by their capacity."""
-    total = 0
-    bound: dict[str, float] = defaultdict(float)
-    for allowed, milli in requests:
-        total += milli
-        if allowed is None or milli <= 0:
-            continue
-        named = [p for p in allowed if capacity.get(p, 0) > 0]
-        weight = sum(capacity[p] for p in named)
-        for p in named:
-            bound[p] += milli * capacity[p] / weight
-    return {p: v / total for p, v in bound.items()} if total else {}
+def _cpu_free(pool: Pool) -> int:
+    """A pool's free CPU (milli), for the choice of a pool for demand of no GPU."""
+    if isinstance(pool, GpuPool):
+        return sum(n.cpu for n in pool.nodes)
+    if isinstance(pool, MigPool):
+        return sum(pool.cpu.values())
+    return 0
 
 
 class PoolChooser:
     """Which pool serves a replica that several pools could serve (a request free of GPU
-    model, as the trace's pods without a gpu_spec). Pure, one cycle or one simulation.
+    model, as the trace's pods without a gpu_spec, or bound to a few models). Pure, one
+    cycle or one simulation.
 
     Within a pool the pool's own score decides; across pools the score compares too
-    (fragment growth, then best fit). One rule comes first: demand free to go anywhere stays
-    off the capacity that demand bound to a pool will need. Each pool keeps a *reserve*: the
-    demand bound to it expected by the time arrived demand fills the cluster (its bound
-    share of the typical demand × the cluster's capacity, at most the pool's capacity), less
-    what bound demand already took there. A free replica goes to the pools where it fits
-    beside the reserve; only when none has room does it take reserved capacity (never is it
-    refused while some pool could hold it). Without bound demand no pool reserves anything
-    and the choice is the plain best score. Found on the Alibaba trace with a third of the
-    pods bound to a model: free pods packed onto the scarce models' nodes first left the pods
-    bound to those models nowhere to go (bench/README.md)."""
+    (fragment growth, then best fit), with what a choice costs other demand added (see
+    ``_rank``). One rule comes first: demand that may go elsewhere stays off the capacity that
+    demand bound to a pool will need. The need is learned online from the requests seen so
+    far (nothing is known of those to come): each pool's *bound share* is the GPU demand seen
+    that only it (or a few pools with it) may serve, over all GPU demand seen — a request
+    bound to several pools split over them by capacity. Its *reserve* is the bound demand
+    expected by the time arrived demand fills the cluster (bound share × the cluster's
+    capacity, at most the pool's capacity), less what bound demand already took there, and
+    its *scarcity* the reserve over its capacity. A replica goes to the pools it may use
+    where it fits beside the reserve, the scarcer ones costing more; only when none has room
+    does it take reserved capacity, so a replica bound to one model still gets it, and no
+    replica is refused while one of its pools could hold it. Without bound demand nothing is
+    reserved. Found on the Alibaba trace family with a third of the pods bound to a model:
+    free pods packed onto the scarce models' nodes first left the pods bound to those models
+    nowhere to go (bench/README.md). Cost: one pass over the pools per request."""
 
     def __init__(
         self,
         pools: Mapping[str, Pool],
-        shares: Mapping[str, float],
         *,
         order: Mapping[str, int] | None = None,
+        reserve: bool = True,
     ) -> None:
         self.pools = dict(pools)
         self.order = order
-        total = sum(p.capacity_milli() for p in self.pools.values())
+        self.reserving = reserve
+        self.capacity = {name: p.capacity_milli() for name, p in self.pools.items()}
+        self.total = sum(self.capacity.values())
         self.free = {name: p.free_milli() for name, p in self.pools.items()}
-        self.reserve = {
-            name: min(float(p.capacity_milli()), shares.get(name, 0.0) * total)
-            for name, p in self.pools.items()
-        }
+        self.cpu = {name: _cpu_free(p) for name, p in self.pools.items()}
+        self.seen = 0  # GPU milli of every request seen
+        self.seen_bound: dict[str, float] = defaultdict(float)  # of those bound, per pool
+        self.taken_bound: dict[str, float] = defaultdict(float)  # bound milli placed, per pool
+
+    def observe(self, milli: int, allowed: frozenset[str] | None) -> None:
+        """Count one request's GPU demand into the bound shares."""
+        if milli <= 0 or not self.reserving:
+            return
+        self.seen += milli
+        if allowed is None:
+            return
+        named = [p for p in allowed if self.capacity.get(p, 0) > 0]
+        weight = sum(self.capacity[p] for p in named)
+        for p in named:
+            self.seen_bound[p] += milli * self.capacity[p] / weight
+
+    def reserve(self, name: str) -> float:
+        """The room kept in ``name`` for bound demand still expected."""
+        if not self.seen:
+            return 0.0
+        expected = min(float(self.capacity[name]), self.seen_bound[name] / self.seen * self.total)
+        return max(0.0, expected - self.taken_bound[name])
 
     def _key(self, name: str, choice: Choice) -> tuple[float, ...]:
         score = choice[0]
@@ -780,10 +802,41 @@ class PoolChooser:
         tie = float(self.order[node]) if self.order is not None else score[-1]
         return (*score[:-1], tie)
 
+    def _rank(
+        self,
+        name: str,
+        choice: Choice,
+        demand: Demand,
+        milli: int,
+        allowed: frozenset[str] | None,
+    ) -> tuple[float, ...]:
+        """The pool's score of its choice, lower better, with what the choice costs others:
+
+        * GPU demand: whole points off the squashed fragment score for the pool's scarcity
+          (``SCARCITY_POINTS`` × its reserve ÷ its capacity) and for CPU it would strand
+          (``BALANCE_POINTS`` × how far the replica's CPU per GPU milli exceeds what the pool
+          has free per free GPU milli, as a share of the replica's);
+        * demand of no GPU, free of model: the pools with the most free CPU per free GPU
+          first (powers of two), where its CPU strands the fewest GPUs."""
+        key = self._key(name, choice)
+        if milli > 0:
+            scarcity = self.reserve(name) / self.capacity[name]
+            strand = 0.0
+            if demand.cpu_milli:
+                pool_ratio = self.cpu[name] / max(1, self.free[name])
+                strand = max(0.0, 1.0 - pool_ratio * milli / demand.cpu_milli)
+            penalty = int(SCARCITY_POINTS * scarcity + BALANCE_POINTS * strand)
+            return (key[0] + penalty, *key[1:])
+        if allowed is None:
+            ratio = self.cpu[name] / (self.free[name] + 1000)
+            return (-float(int(math.log2(max(ratio, 1.0)))), *key)
+        return key
+
     def place(
         self, demand: Demand, milli: int, allowed: frozenset[str] | None = None
     ) -> tuple[str, ReplicaPlacement] | None:
         """Place one replica of ``milli`` GPU milli on the best pool it may use, or None."""
+        self.observe(milli, allowed)
         best: tuple[tuple[float, ...], str, Choice] | None = None
         spill: tuple[tuple[float, ...], str, Choice] | None = None
         for name, pool in self.pools.items():
@@ -792,8 +845,9 @@ class PoolChooser:
             choice = pool.find(demand)
             if choice is None:
                 continue
-            key = self._key(name, choice)
-            roomy = allowed is not None or self.free[name] - self.reserve[name] >= milli
+            key = self._rank(name, choice, demand, milli, allowed)
+            # Demand of no GPU takes no GPU room.
+            roomy = milli <= 0 or self.free[name] - self.reserve(name) >= milli
             if roomy and (best is None or key < best[0]):
                 best = (key, name, choice)
             if spill is None or key < spill[0]:
@@ -803,7 +857,8 @@ class PoolChooser:
             return None
         _key, name, choice = chosen
         self.free[name] -= milli
+        self.cpu[name] -= demand.cpu_milli
         if allowed is not None:
             # Bound demand takes what was kept for it: the room beside the reserve is unchanged.
-            self.reserve[name] = max(0.0, self.reserve[name] - milli)
+            self.taken_bound[name] += milli
         return name, self.pools[name].commit(choice, demand)
