@@ -6,7 +6,18 @@ import os
 
 import pytest
 
-from gpupaas import gunicorn_conf
+# Importing the configuration sets the web server's database defaults in the environment
+# (a pool of 8): put it back at once, or every process the rest of this test session starts
+# (PostgreSQL-down tests, servers) would inherit a pool it did not ask for.
+_DEFAULTS = ("DATABASE_POOL_SIZE", "DATABASE_CONN_MAX_AGE")
+_ENVIRONMENT = {name: os.environ.get(name) for name in _DEFAULTS}
+from gpupaas import gunicorn_conf  # noqa: E402
+
+for _name, _value in _ENVIRONMENT.items():
+    if _value is None:
+        os.environ.pop(_name, None)
+    else:
+        os.environ[_name] = _value
 
 
 @pytest.fixture(autouse=True)
