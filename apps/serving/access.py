@@ -169,6 +169,11 @@ def _live_endpoint(endpoint_id: int) -> Workload | None:
     )
 
 
+def _address_refused(address: str) -> Decision:
+    """Whether an address is past its count of wrong keys (refused whatever it presents)."""
+    return rate_limiter().check(_guess_rule(), address, namespace=_GUESS_BY_ADDRESS, exact=True)
+
+
 def _key_verdict(endpoint_id: int, presented: str, source_ip: str | None) -> CallVerdict:
     """A call with a key: a live key of this endpoint passes; a wrong one counts as a guess
     against the caller's address and the endpoint (429 past ENDPOINT_KEY_GUESSES in the window;
@@ -176,7 +181,7 @@ def _key_verdict(endpoint_id: int, presented: str, source_ip: str | None) -> Cal
     limiter = rate_limiter()
     rule = _guess_rule()
     address = source_ip or "unknown"
-    refused = limiter.check(rule, address, namespace=_GUESS_BY_ADDRESS, exact=True)
+    refused = _address_refused(address)
     if not refused.allowed:
         return _throttled(refused)
     digest = keys.endpoint_key_digest(presented)
@@ -224,9 +229,7 @@ def endpoint_call_remembered(
     cached = _remembered(_by_key(endpoint_id, keys.endpoint_key_digest(presented)))
     if cached is None:
         return None
-    address = source_ip or "unknown"
-    refused = rate_limiter().check(_guess_rule(), address, namespace=_GUESS_BY_ADDRESS, exact=True)
-    return cached if refused.allowed else None
+    return cached if _address_refused(source_ip or "unknown").allowed else None
 
 
 def endpoint_key_forget(key: EndpointKey) -> None:
