@@ -187,6 +187,10 @@ def test_a_remembered_key_is_answered_by_the_server_and_stops_within_the_cache_t
         answers = [web.get(url, headers=headers) for _ in range(20)]
         assert {(a.status_code, a.text) for a in answers} == {(200, "ok")}
         assert all("no-store" in a.headers["Cache-Control"] for a in answers)
+        # The first was decided by Django (its response middleware's headers), the rest came
+        # from the process's memory before Django.
+        assert "X-Frame-Options" in answers[0].headers
+        assert all("X-Frame-Options" not in a.headers for a in answers[1:])
         EndpointKey.objects.filter(endpoint_id=workload.pk).update(revoked_at=timezone.now())
         revoked = time.monotonic()
         while (answer := web.get(url, headers=headers)).status_code == 200:
