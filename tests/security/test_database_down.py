@@ -85,15 +85,6 @@ def test_database_down_is_named_as_such_quickly_on_a_closed_port(reason: str) ->
     _assert_says_unreachable(_run(port), within=2.0)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "known race, seen twice in full runs on 2 loaded cores: the portal's request after "
-        "the API's failed connect sometimes waits on the pool and is answered with the "
-        "'busy' words instead of 'cannot be reached' (FailFastPool hands the error only to "
-        "requests waiting at the moment of the failure); not reproduced alone"
-    ),
-)
 def test_database_down_is_named_as_such_quickly_through_the_connection_pool() -> None:
     """With the pool on, a request used to wait DATABASE_POOL_TIMEOUT (10 s) for a connection
     the pool could never make, then said "Every database connection was in use"."""
