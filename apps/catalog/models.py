@@ -238,6 +238,10 @@ class ClusterNode(models.Model):
     # The node's acceptance check as its GPU exporter last reported it ("" when never).
     health_verdict = models.CharField(max_length=8, blank=True, default="", db_default="")
     health_problems = models.JSONField(default=list, blank=True, db_default=[])
+    # GPUs of the node that failed their health check (``apps.telemetry.core.GpuFault`` as
+    # dicts, with ``index`` the GPU's position in ``gpu_uuids``): they take no new work, and
+    # one that fell off the bus (NoExecute) has its work moved off. The rest of the node goes on.
+    gpu_faults = models.JSONField(default=list, blank=True, db_default=[], editable=False)
 
     class Meta:
         ordering = ["cluster__name", "name"]

@@ -411,11 +411,19 @@ def gpu_nodes(cluster: Cluster) -> list[dict[str, Any]]:
     return _kube(cluster).list_objects("v1", "Node", label_selector=GPU_NODES_SELECTOR)
 
 
-def dra_devices_by_node(cluster: Cluster) -> dict[str, int]:
-    """How many devices NVIDIA's DRA driver publishes for each node (its ResourceSlices), in
-    one list call; empty on a cluster that serves no resource.k8s.io/v1."""
+def dra_slices(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every ResourceSlice of the cluster, in one list call; none on a cluster that serves no
+    resource.k8s.io/v1."""
+    return _kube(cluster).list_objects("resource.k8s.io/v1", "ResourceSlice")
+
+
+def dra_devices_by_node(
+    cluster: Cluster, slices: list[dict[str, Any]] | None = None
+) -> dict[str, int]:
+    """How many devices NVIDIA's DRA driver publishes for each node (its ResourceSlices, as
+    given or read in one list call); empty on a cluster that serves no resource.k8s.io/v1."""
     counts: dict[str, int] = {}
-    for piece in _kube(cluster).list_objects("resource.k8s.io/v1", "ResourceSlice"):
+    for piece in dra_slices(cluster) if slices is None else slices:
         spec = piece.get("spec") or {}
         node = spec.get("nodeName") or spec.get("node_name")
         if spec.get("driver") != DRA_DRIVER or not node:

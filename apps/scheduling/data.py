@@ -43,6 +43,9 @@ class NodeSpec:
     memory_mib: int
     mig_layout: tuple[str, ...] = ()
     gpu_uuids: tuple[str, ...] = ()
+    # GPUs (indices) that failed their health check: they take no work, the rest of the node
+    # does; what runs on them stays charged until it ends or is moved off.
+    down_gpus: tuple[int, ...] = ()
     # Its topology domains, widest level first: (level, domain) pairs such as
     # (("block", "b1"), ("rack", "r3"), ("nvlink", "c7")) from the node's labels
     # (settings.SCHEDULING_TOPOLOGY_LEVELS); a level whose label it lacks has domain "".

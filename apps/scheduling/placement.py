@@ -104,6 +104,9 @@ class _Node:
         self.cpu = spec.cpu_milli
         self.mem = spec.memory_mib
         self.gpus: list[int] = [cap << STATE_SHIFT] * spec.gpu_count
+        for g in spec.down_gpus:  # a GPU that failed its health check has nothing free
+            if 0 <= g < spec.gpu_count:
+                self.gpus[g] = 0
         self.group: _Group | None = None
 
 
@@ -450,8 +453,9 @@ class GpuPool:
         node = self.by_name.get(replica.node)
         if node is None:
             return
+        down = node.spec.down_gpus
         for g in replica.gpus:
-            if 0 <= g < len(node.gpus):
+            if 0 <= g < len(node.gpus) and g not in down:  # a faulty GPU frees nothing
                 state = node.gpus[g]
                 free = min(self.cap, (state >> STATE_SHIFT) + replica.units)
                 vgpus = max(0, (state & VGPU_MASK) - self.vgpu_step)
@@ -481,8 +485,10 @@ class MigPool:
         self.cpu = {n.name: n.cpu_milli for n in self.specs}
         self.mem = {n.name: n.memory_mib for n in self.specs}
         # node → per GPU → per instance slot: free?
+        # A GPU that failed its health check has no free instance.
         self.free: dict[str, list[list[bool]]] = {
-            n.name: [[True] * len(n.mig_layout) for _ in range(n.gpu_count)] for n in self.specs
+            n.name: [[g not in n.down_gpus] * len(n.mig_layout) for g in range(n.gpu_count)]
+            for n in self.specs
         }
         self._failed: dict[tuple[str | None, int, int], int] = {}
         self._excluded: set[str] = set()
@@ -640,9 +646,10 @@ class MigPool:
         gpus = self.free.get(replica.node)
         if gpus is None or replica.mig_slot is None:
             return
+        down = self.by_name[replica.node].down_gpus
         for g in replica.gpus:
             if 0 <= g < len(gpus) and 0 <= replica.mig_slot < len(gpus[g]):
-                gpus[g][replica.mig_slot] = free
+                gpus[g][replica.mig_slot] = free and g not in down
 
     def take(self, replica: ReplicaPlacement, cpu_milli: int, memory_mib: int) -> None:
         if replica.node not in self.by_name:

@@ -67,10 +67,22 @@ def node_specs(gpu_class: GpuClass | None = None, *, now: datetime | None = None
             memory_mib=n.memory_mib,
             mig_layout=tuple(n.mig_layout or ()),
             gpu_uuids=tuple(n.gpu_uuids or ()),
+            down_gpus=_down_gpus(n),
         )
         for n in nodes
         if n.pk not in blocked
     ]
+
+
+def _down_gpus(node: ClusterNode) -> tuple[int, ...]:
+    """The indices of the node's GPUs that failed their health check."""
+    down = set()
+    for fault in node.gpu_faults or ():
+        try:
+            down.add(int(fault["index"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(sorted(down))
 
 
 def quota_spec(quota: TeamQuota) -> Quota:

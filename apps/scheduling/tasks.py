@@ -9,7 +9,7 @@ from celery import Task, shared_task
 from django.db import OperationalError
 
 from apps.common import taskqueue
-from apps.scheduling.services import node_drain_pass, scheduling_cycle_run
+from apps.scheduling.services import gpu_fault_pass, node_drain_pass, scheduling_cycle_run
 
 log = logging.getLogger(__name__)
 
@@ -52,4 +52,5 @@ def run_cycle() -> dict[str, int]:
     ignore_result=True,
 )
 def run_node_drain_pass() -> dict[str, int]:
-    return {"moved": len(node_drain_pass())}
+    """Work off nodes drained for maintenance and off GPUs that fell off the bus."""
+    return {"moved": len(node_drain_pass()), "off_failed_gpus": len(gpu_fault_pass())}

@@ -29,6 +29,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// featureGates turns on, in the API server, the controller manager and the scheduler, what the
+// cluster of today runs that Kubernetes 1.36 leaves off by default: DeviceTaintRules (beta), so
+// that a health monitor can taint one unhealthy GPU for the scheduler (NoSchedule) and for the
+// device taint eviction controller (NoExecute) without touching the driver's ResourceSlices.
+const featureGates = "--feature-gates=DRADeviceTaintRules=true"
+
 // Ports of the running cluster, as written to READY.
 type Ports struct {
 	Etcd              int `json:"etcd"`
@@ -253,6 +259,9 @@ func (s *supervisor) bringUp(topo *Topology, topoPath string, ports Ports, deadl
 			"--authorization-mode=Node,RBAC",
 			"--allow-privileged=true",
 			"--profiling=false",
+			featureGates,
+			// DeviceTaintRule (resource.k8s.io/v1beta2) is a beta API, off by default in 1.36.
+			"--runtime-config=resource.k8s.io/v1beta2/devicetaintrules=true",
 			"--v=" + strconv.Itoa(s.logLevel),
 		}
 	}, func() string { return fmt.Sprintf("https://127.0.0.1:%d/readyz", ports.APIServer) }, "ok")
@@ -271,6 +280,7 @@ func (s *supervisor) bringUp(topo *Topology, topoPath string, ports Ports, deadl
 		"--authorization-kubeconfig=" + kubeconfig,
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
 		"--bind-address=127.0.0.1",
+		featureGates,
 		"--v=" + strconv.Itoa(s.logLevel),
 	}
 	err = s.startWithPorts("kube-controller-manager", []*int{&ports.ControllerManager}, deadline, func() []string {

@@ -179,14 +179,22 @@ class ClusterNodeAdmin(admin.ModelAdmin):
 
     @admin.display(description="takes new work")
     def takes_work(self, obj: ClusterNode) -> str:
-        """Yes, or why not: cordoned, NotReady, health check failed, maintenance."""
+        """Yes, or why not: cordoned, NotReady, health check failed, maintenance; and which of
+        its GPUs failed their own check (they take none while the rest of the node does)."""
         blocked = getattr(self, "_blocked", None)
         if blocked is None:
             # One read for the whole page: the nodes listed are few hundred at most.
             nodes = ClusterNode.objects.all()
             blocked = self._blocked = node_blockers(nodes, now=timezone.now())
         reasons = blocked.get(obj.pk)
-        return "yes" if not reasons else "no: " + " ".join(reasons)
+        if reasons:
+            return "no: " + " ".join(reasons)
+        faulty = [
+            f"GPU {f.get('index')} ({f.get('effect')}: {f.get('reason')})"
+            for f in obj.gpu_faults or ()
+            if isinstance(f, dict)
+        ]
+        return "yes, except " + "; ".join(faulty) if faulty else "yes"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -19,6 +19,7 @@ from apps.orchestration.services.archiving import (
     log_archive_purge,
     workload_archive,
 )
+from apps.orchestration.services.device_taints import TaintResult, device_taints_sync
 from apps.orchestration.services.inventory import (
     MAX_NODE_IMAGE_NAMES,
     cluster_inventory_store,
@@ -78,8 +79,10 @@ __all__ = [
     "NodeLossResult",
     "ReconcileResult",
     "SyncResult",
+    "TaintResult",
     "cluster_inventory_store",
     "cluster_inventory_sync",
+    "device_taints_sync",
     "drift_repair_pass",
     "endpoint_rollouts_check",
     "gone_clean_up",

@@ -19,6 +19,7 @@ from apps.catalog.resources import (
     node_sharing_mode,
 )
 from apps.orchestration import cluster_reads
+from apps.orchestration.services.device_taints import device_taints_sync
 
 
 def _mig_layout(allocatable: Mapping[str, Any], gpu_count: int) -> list[str]:
@@ -76,12 +77,17 @@ def node_image_names(status: Mapping[str, Any]) -> list[str]:
 
 def cluster_inventory_sync(*, cluster: Cluster) -> int:
     """Mirror the cluster's GPU nodes into ClusterNode, with the devices each publishes
-    through DRA, and update each class's capacity."""
-    return cluster_inventory_store(
+    through DRA, update each class's capacity, and taint the devices of GPUs that failed
+    their health check (:func:`device_taints_sync`)."""
+    slices = cluster_reads.dra_slices(cluster)
+    stored = cluster_inventory_store(
         cluster=cluster,
         nodes=cluster_reads.gpu_nodes(cluster),
-        dra_devices=cluster_reads.dra_devices_by_node(cluster),
+        dra_devices=cluster_reads.dra_devices_by_node(cluster, slices),
     )
+    # The faulty GPUs' devices tainted (or no longer), from the same list of slices.
+    device_taints_sync(cluster=cluster, slices=slices)
+    return stored
 
 
 def cluster_inventory_store(

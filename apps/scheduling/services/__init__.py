@@ -1,7 +1,7 @@
 """The scheduler's writes and dry runs, one module per concern, each name importable from here:
 :mod:`.cycle` (the scheduling cycle and the persisting of its decisions), :mod:`.preview`
 (what a request would meet if submitted now), :mod:`.drain` (moving work off nodes drained
-for maintenance)."""
+for maintenance and off GPUs that fell off the bus)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from apps.scheduling.services.cycle import (
     scheduling_policy,
 )
 from apps.scheduling.services.drain import (
+    gpu_fault_pass,
     node_drain_pass,
 )
 from apps.scheduling.services.preview import (
@@ -38,6 +39,7 @@ __all__ = [
     "Rows",
     "_store_waiting",
     "confirmation_needed",
+    "gpu_fault_pass",
     "node_drain_pass",
     "preemption_preview",
     "request_dry_run",

@@ -1,15 +1,15 @@
-"""Nodes being drained for maintenance: the work placed on them is preempted with its grace
-period and returns to the queue; the cycle places nothing new there meanwhile."""
+"""Nodes being drained for maintenance, and GPUs that fell off the bus: the work placed on
+them is preempted and returns to the queue; the cycle places nothing new there meanwhile."""
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
-from apps.catalog.models import Cluster
+from apps.catalog.models import Cluster, ClusterNode
 from apps.catalog.selectors import nodes_being_drained as node_maintenance_draining
 from apps.notifications.core import NoticeEvent
 from apps.notifications.services import notify
@@ -86,4 +86,87 @@ def node_drain_pass(*, now: datetime | None = None) -> tuple[int, ...]:
             decisions = handoff.Decisions(admitted_ids=(), preempted_ids=tuple(moved))
             transaction.on_commit(lambda: handoff.decisions_hand_off(decisions))
             log.info("node drain: %d workloads moved off nodes in maintenance", len(moved))
+    return tuple(moved)
+
+
+# --- GPUs that fell off the bus ------------------------------------------------------------
+
+NO_EXECUTE = "NoExecute"
+
+
+def _gone_gpus() -> dict[tuple[str, str], dict[str, str]]:
+    """(cluster name, GPU UUID) -> the fault of each GPU whose work must move off."""
+    gone: dict[tuple[str, str], dict[str, str]] = {}
+    rows = ClusterNode.objects.exclude(gpu_faults=[]).values_list(
+        "cluster__name", "name", "gpu_faults"
+    )
+    for cluster, node, faults in rows:
+        for fault in faults or ():
+            if isinstance(fault, dict) and fault.get("effect") == NO_EXECUTE and fault.get("uuid"):
+                gone[(cluster, str(fault["uuid"]))] = {**fault, "node": node}
+    return gone
+
+
+def gpu_fault_pass(*, now: datetime | None = None) -> tuple[int, ...]:
+    """Move the work off every GPU that fell off the bus (a NoExecute fault of its node's
+    health check): each workload with a replica on such a GPU is preempted at once, told which
+    GPU and why, and goes back to the queue to start on healthy GPUs. Work on a GPU with a
+    NoSchedule fault keeps running; only new work stays off it. Returns the ids moved."""
+    moment = now or timezone.now()
+    graces = preemption_grace_seconds()
+    moved: list[int] = []
+    with transaction.atomic():
+        _lock_cycle()
+        gone = _gone_gpus()
+        if not gone:
+            return ()
+        active = Workload.objects.units().filter(state__in=workload_core.ACTIVE_STATES)
+        for workload in active.select_related("team", "owner", "cluster").order_by("id"):
+            placement = workload.placement or {}
+            cluster = placement.get("cluster") or (
+                workload.cluster.name if workload.cluster else ""
+            )
+            fault = next(
+                (
+                    gone[(cluster, uuid)]
+                    for replica in placement.get("replicas") or ()
+                    for uuid in replica.get("gpu_uuids") or ()
+                    if (cluster, uuid) in gone
+                ),
+                None,
+            )
+            if fault is None:
+                continue
+            reason = (
+                f"GPU fault: {fault.get('reason') or fault['uuid']} on {fault['node']}. Nothing "
+                "runs on that GPU any more: this workload returns to the queue and starts on "
+                "healthy GPUs (from its last checkpoint, if it saves them)."
+            )
+            if not workload_transition(
+                workload=workload,
+                to_state=workload_core.PREEMPTED,
+                reason=reason[:500],
+                # Its grace period is spent at once: nothing runs on that GPU to save from, so the
+                # next cycle puts it back in the queue.
+                extra={
+                    "preempted_at": moment
+                    - timedelta(seconds=graces.get(workload.priority_class, 0)),
+                    "borrowed": False,
+                },
+            ):
+                continue
+            moved.append(workload.pk)
+            notify(
+                event=NoticeEvent.NODE_DRAIN,
+                users=[workload.owner],
+                title=f"{workload.get_kind_display()} {workload.name} moves off a failed GPU",
+                body=reason,
+                key=f"gpu-fault-{fault['uuid']}-{workload.pk}",
+                link=f"/workloads/{workload.pk}/",
+                team=workload.team,
+            )
+        if moved:
+            decisions = handoff.Decisions(admitted_ids=(), preempted_ids=tuple(moved))
+            transaction.on_commit(lambda: handoff.decisions_hand_off(decisions))
+            log.info("gpu faults: %d workloads moved off GPUs that fell off the bus", len(moved))
     return tuple(moved)

@@ -24,6 +24,11 @@ from apps.telemetry.core.samples import (
 # XIDs that mean the GPU or its memory is unhealthy (NVIDIA's XID catalogue: double-bit ECC,
 # row-remapping failure, fallen off the bus, uncontained errors, GSP errors, …).
 CRITICAL_XIDS = frozenset({48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+# XID 79: the GPU has fallen off the bus. Nothing runs on it any more, so the work placed there
+# is moved off (NoExecute); a GPU failing another check only takes no new work (NoSchedule).
+FELL_OFF_BUS_XIDS = frozenset({79})
+NO_SCHEDULE = "NoSchedule"
+NO_EXECUTE = "NoExecute"
 TEMPERATURE_WARN_C = 83.0
 TEMPERATURE_FAIL_C = 90.0
 
@@ -58,6 +63,27 @@ class GpuHealth:
         }
 
 
+@dataclass(frozen=True)
+class GpuFault:
+    """One GPU that failed its health check: it takes no new work (``NoSchedule``), and with
+    ``NoExecute`` (fallen off the bus) the work on it moves off. The rest of its node goes on."""
+
+    uuid: str
+    index: str
+    effect: str
+    reason: str
+    code: str  # a short label value naming the cause: "xid-79", "ecc-dbe", "temperature"
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "uuid": self.uuid,
+            "index": self.index,
+            "effect": self.effect,
+            "reason": self.reason,
+            "code": self.code,
+        }
+
+
 @dataclass
 class NodeHealth:
     hostname: str
@@ -66,6 +92,20 @@ class NodeHealth:
     verdict: str = "ok"
     problems: list[str] = field(default_factory=list)
     reported_as: list[str] = field(default_factory=list)  # the exporter's own host labels
+    # Failures of the node as a whole (no GPU or fewer than expected reported): it takes no
+    # work. Failures of single GPUs are ``gpu_faults``: only those GPUs stop taking work.
+    node_failures: list[str] = field(default_factory=list)
+    gpu_faults: list[GpuFault] = field(default_factory=list)
+
+    @property
+    def scheduling_verdict(self) -> str:
+        """What the scheduler reads: ``failed`` (the node takes no work), ``degraded`` (some
+        GPUs take none), else the report's own verdict."""
+        if self.node_failures:
+            return "failed"
+        if self.gpu_faults:
+            return "degraded"
+        return self.verdict
 
     @property
     def driver_version(self) -> str:
@@ -142,20 +182,45 @@ def node_health_from_samples(
     }
 
 
+def gpu_fault(gpu: GpuHealth) -> GpuFault | None:
+    """The GPU's fault if it fails its health check, the worst cause first."""
+    name = f"GPU {gpu.index} ({gpu.uuid})"
+    if gpu.xid in FELL_OFF_BUS_XIDS:
+        return GpuFault(
+            gpu.uuid, gpu.index, NO_EXECUTE, f"{name} fell off the bus (XID {gpu.xid})", "xid-79"
+        )
+    if gpu.ecc_dbe:
+        reason = f"{name}: {gpu.ecc_dbe} uncorrectable ECC errors"
+        return GpuFault(gpu.uuid, gpu.index, NO_SCHEDULE, reason, "ecc-dbe")
+    if gpu.xid in CRITICAL_XIDS:
+        reason = f"{name}: XID {gpu.xid}"
+        return GpuFault(gpu.uuid, gpu.index, NO_SCHEDULE, reason, f"xid-{gpu.xid}")
+    if gpu.temperature_c is not None and gpu.temperature_c >= TEMPERATURE_FAIL_C:
+        reason = f"{name}: {gpu.temperature_c:.0f} °C"
+        return GpuFault(gpu.uuid, gpu.index, NO_SCHEDULE, reason, "temperature")
+    return None
+
+
 def health_verdict(node: NodeHealth, *, expected_gpus: int | None = None) -> NodeHealth:
-    """Acceptance check of a node: ``failed`` blocks it, ``warning`` needs a look."""
+    """Acceptance check of a node: ``failed`` blocks it, ``warning`` needs a look. A failure
+    of one GPU fails the acceptance check too, but for scheduling it is that GPU's fault
+    (``gpu_faults``), not the node's (``node_failures``)."""
+    node_failures: list[str] = []
     failed: list[str] = []
     warnings: list[str] = []
     if not node.gpus:
-        failed.append("No GPU reported.")
+        node_failures.append("No GPU reported.")
     if expected_gpus is not None and len(node.gpus) != expected_gpus:
-        failed.append(f"{len(node.gpus)} GPUs reported, the inventory expects {expected_gpus}.")
+        node_failures.append(
+            f"{len(node.gpus)} GPUs reported, the inventory expects {expected_gpus}."
+        )
     drivers = {g.driver for g in node.gpus if g.driver}
     if len(drivers) > 1:
         warnings.append(f"Mixed driver versions: {', '.join(sorted(drivers))}.")
     models = {g.model for g in node.gpus if g.model}
     if len(models) > 1:
         warnings.append(f"Mixed GPU models: {', '.join(sorted(models))}.")
+    faults: list[GpuFault] = []
     for gpu in node.gpus:
         name = f"GPU {gpu.index} ({gpu.uuid})"
         if gpu.ecc_dbe:
@@ -170,6 +235,11 @@ def health_verdict(node: NodeHealth, *, expected_gpus: int | None = None) -> Nod
             failed.append(f"{name}: {gpu.temperature_c:.0f} °C.")
         elif gpu.temperature_c is not None and gpu.temperature_c >= TEMPERATURE_WARN_C:
             warnings.append(f"{name}: {gpu.temperature_c:.0f} °C.")
-    node.problems = failed + warnings
-    node.verdict = "failed" if failed else "warning" if warnings else "ok"
+        fault = gpu_fault(gpu)
+        if fault is not None:
+            faults.append(fault)
+    node.node_failures = node_failures
+    node.gpu_faults = faults
+    node.problems = node_failures + failed + warnings
+    node.verdict = "failed" if node_failures or failed else "warning" if warnings else "ok"
     return node

@@ -67,12 +67,28 @@ def node_health_store(
             },
         )
         if known is not None:
-            # The scheduler reads the verdict from the inventory: a failed node takes no work.
+            # The scheduler reads the verdict from the inventory: a failed node takes no work,
+            # a degraded one takes none on its faulty GPUs.
             ClusterNode.objects.filter(pk=known.pk).update(
-                health_verdict=node.verdict, health_problems=node.problems[:20]
+                health_verdict=node.scheduling_verdict,
+                health_problems=node.problems[:20],
+                gpu_faults=_faults_on_inventory(node.gpu_faults, known),
             )
         stored.append(report)
     return stored
+
+
+def _faults_on_inventory(faults: list[core.GpuFault], node: ClusterNode) -> list[dict[str, str]]:
+    """The faults with each GPU's index as the inventory orders the node's GPUs (by UUID;
+    the exporter's own index where the inventory does not know the UUID)."""
+    order = {uuid: i for i, uuid in enumerate(node.gpu_uuids or ())}
+    out = []
+    for fault in faults:
+        row = fault.as_dict()
+        if fault.uuid in order:
+            row["index"] = str(order[fault.uuid])
+        out.append(row)
+    return out
 
 
 def node_health_refresh(*, client: PrometheusClient | None = None) -> list[NodeHealthReport]:
