@@ -4,6 +4,7 @@ class's capacity."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,7 +20,10 @@ from apps.catalog.resources import (
     node_sharing_mode,
 )
 from apps.orchestration import cluster_reads
+from apps.orchestration.errors import ClusterRefused
 from apps.orchestration.services.device_taints import device_taints_sync
+
+log = logging.getLogger(__name__)
 
 
 def _mig_layout(allocatable: Mapping[str, Any], gpu_count: int) -> list[str]:
@@ -85,8 +89,13 @@ def cluster_inventory_sync(*, cluster: Cluster) -> int:
         nodes=cluster_reads.gpu_nodes(cluster),
         dra_devices=cluster_reads.dra_devices_by_node(cluster, slices),
     )
-    # The faulty GPUs' devices tainted (or no longer), from the same list of slices.
-    device_taints_sync(cluster=cluster, slices=slices)
+    # The faulty GPUs' devices tainted (or no longer), from the same list of slices. A refusal
+    # (no rights on DeviceTaintRules, an admission policy) is logged: the inventory stands, and
+    # the portal's own placement keeps the GPUs off.
+    try:
+        device_taints_sync(cluster=cluster, slices=slices)
+    except ClusterRefused as exc:
+        log.warning("cluster %s: device taints not written: %s", cluster.name, exc)
     return stored
 
 
