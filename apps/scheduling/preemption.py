@@ -94,13 +94,16 @@ def cheapest_set(
     candidates: Sequence[RunningWorkload],
     fits: Callable[[Sequence[RunningWorkload]], bool],
     now: datetime,
+    *,
+    order: Callable[[Sequence[RunningWorkload], datetime], list[RunningWorkload]] = cost_order,
 ) -> list[RunningWorkload] | None:
     """Add candidates cheapest first until ``fits``; then drop the ones not needed.
 
     ``fits(victims)`` answers whether the workload could be admitted with ``victims`` gone.
+    ``order`` ranks the candidates (the benchmark passes the peers' newest-first to compare).
     """
     chosen: list[RunningWorkload] = []
-    for victim in cost_order(candidates, now):
+    for victim in order(candidates, now):
         chosen.append(victim)
         if fits(chosen):
             break
