@@ -219,6 +219,16 @@ class EndpointSettingsSerializer(serializers.Serializer):
     )
 
 
+class TopologyAskSerializer(serializers.Serializer):
+    level = serializers.CharField(help_text='A configured level, e.g. "rack" or "block".')
+    # The API's name for it; DRF's metaclass takes declared fields out of the class, so the
+    # Field attribute of the same name is not shadowed at run time.
+    required = serializers.BooleanField(  # type: ignore[assignment]
+        default=False,
+        help_text="Wait until one domain of the level holds every replica (true), or prefer one.",
+    )
+
+
 class WorkloadCreateSerializer(serializers.Serializer):
     """A request for GPUs. ``team`` may be left out by members of exactly one team.
 
@@ -340,6 +350,13 @@ class WorkloadCreateSerializer(serializers.Serializer):
         required=False,
         allow_null=True,
         help_text="Inference endpoints: port, health path, replicas, model and scaling.",
+    )
+    topology = TopologyAskSerializer(
+        required=False,
+        allow_null=True,
+        help_text="Multi-node training: keep the replicas in one topology domain (a rack, a "
+        "block, an NVLink domain: SCHEDULING_TOPOLOGY_LEVELS). required true waits until one "
+        "domain holds them all; false prefers one and spreads when none can.",
     )
 
     confirm_preemption = serializers.BooleanField(

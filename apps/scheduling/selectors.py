@@ -30,6 +30,7 @@ from apps.scheduling.data import (
     ReplicaPlacement,
     RunningWorkload,
     Snapshot,
+    TopologyAsk,
     WaitingWorkload,
 )
 from apps.scheduling.fairshare import UsageInterval, decayed_member_usage, decayed_usage
@@ -68,10 +69,30 @@ def node_specs(gpu_class: GpuClass | None = None, *, now: datetime | None = None
             mig_layout=tuple(n.mig_layout or ()),
             gpu_uuids=tuple(n.gpu_uuids or ()),
             down_gpus=_down_gpus(n),
+            topology=_topology(n),
         )
         for n in nodes
         if n.pk not in blocked
     ]
+
+
+def _topology(node: ClusterNode) -> tuple[tuple[str, str], ...]:
+    """The node's domain at each configured level (SCHEDULING_TOPOLOGY_LEVELS, widest first),
+    read from its labels; empty when it has none of them."""
+    labels = node.labels or {}
+    path = tuple(
+        (level, str(labels.get(label) or ""))
+        for level, label in settings.SCHEDULING_TOPOLOGY_LEVELS
+    )
+    return path if any(domain for _level, domain in path) else ()
+
+
+def topology_ask(params: Any) -> TopologyAsk | None:
+    """A workload's recorded topology ask (``params["topology"]``), None when it made none."""
+    ask = params.get("topology") if isinstance(params, dict) else None
+    if not isinstance(ask, dict) or not ask.get("level"):
+        return None
+    return TopologyAsk(level=str(ask["level"]), required=bool(ask.get("required")))
 
 
 def _down_gpus(node: ClusterNode) -> tuple[int, ...]:
@@ -183,6 +204,7 @@ def _waiting(w: Workload) -> WaitingWorkload:
         max_runtime_seconds=w.max_runtime_seconds,
         name=w.name,
         sweep=w.sweep_id,
+        topology=topology_ask(w.params),
     )
 
 

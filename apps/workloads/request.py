@@ -98,6 +98,9 @@ def scale_target_of(endpoint: EndpointRequest) -> Any:
     return DEFAULT_SCALE_TARGETS.get(endpoint.scale_metric, DEFAULT_SCALE_TARGETS[SCALE_RPS])
 
 
+TOPOLOGY_PARAM = "topology"
+
+
 @dataclass(frozen=True)
 class WorkloadRequest:
     """A request as a door parsed it. Values are checked by the rules, not trusted: a door
@@ -127,6 +130,10 @@ class WorkloadRequest:
     seed: int | None = None
     # Inference endpoints: port, health path, replicas, model source and scaling.
     endpoint: EndpointRequest | None = None
+    # Multi-node training: its replicas in one topology domain, ``{"level": "rack",
+    # "required": false}`` (a level of SCHEDULING_TOPOLOGY_LEVELS; required: wait until one
+    # domain holds them all, else prefer one). None: anywhere.
+    topology: Mapping[str, Any] | None = None
     # What the workload records besides the settings above, kept as given (a clone's other
     # recorded settings, pod annotations for the simulated cluster); the rules do not read it.
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -147,6 +154,9 @@ class WorkloadRequest:
         recorded = params.pop(ENDPOINT_PARAM, None) if kind == core.KIND_INFERENCE else None
         endpoint = values.pop("endpoint", None)
         endpoint = recorded if endpoint is None else endpoint
+        topology = params.pop(TOPOLOGY_PARAM, None)  # a clone's recorded ask
+        if values.get("topology") is None and topology is not None:
+            values["topology"] = topology
         given = {k: v for k, v in values.items() if v is not None}
         return cls(
             **{

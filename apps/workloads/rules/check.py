@@ -119,7 +119,28 @@ def _content_problems(request: WorkloadRequest, context: Context, errors: dict[s
     put_problem(errors, "priority_class", priority_problem(request, leads=context.leads))
     if not isinstance(request.requeue_on_preemption, bool):
         put_problem(errors, "requeue_on_preemption", REQUEUE_NOT_BOOLEAN)
+    put_problem(errors, "topology", topology_problem(request, context))
     _put_all(errors, catalog_problems(kind, context))
+
+
+def topology_problem(request: WorkloadRequest, context: Context) -> str | None:
+    """A topology ask names a configured level, says whether it is required, and is made by a
+    multi-node training job (a single replica is on one node anyway)."""
+    ask = request.topology
+    if ask is None:
+        return None
+    levels = list(context.topology_levels)
+    if not isinstance(ask, Mapping) or set(ask) - {"level", "required"}:
+        return 'A topology ask is {"level": "<level>", "required": true or false}.'
+    if request.kind != core.KIND_TRAINING or (request.replicas or 1) < 2:
+        return "Only a multi-node training job (2 or more replicas) can ask for a topology."
+    if not levels:
+        return "This platform has no topology levels configured (SCHEDULING_TOPOLOGY_LEVELS)."
+    if ask.get("level") not in levels:
+        return f"Unknown topology level {ask.get('level')!r}: one of {', '.join(levels)}."
+    if not isinstance(ask.get("required", False), bool):
+        return "A topology ask's required is true (wait for one domain) or false (prefer one)."
+    return None
 
 
 def _fit_problems(

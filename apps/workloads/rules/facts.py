@@ -140,6 +140,9 @@ class Context:
     # and per cluster the catalog's images for the kind that are there (for the message).
     image_clusters: Sequence[catalog_core.ImageOnCluster] = ()
     images_there: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # The topology levels a multi-node job may ask to keep its replicas in (their names, widest
+    # first: SCHEDULING_TOPOLOGY_LEVELS).
+    topology_levels: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

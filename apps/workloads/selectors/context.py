@@ -66,6 +66,7 @@ def request_context(
         cpu_milli=int(defaults["cpu_milli"]),
         memory_mib=int(defaults["memory_mib"]),
         actor_id=actor.pk,
+        topology_levels=tuple(name for name, _label in settings.SCHEDULING_TOPOLOGY_LEVELS),
         secrets=tuple(secrets_usable_by(actor, team)),
         reserved_env=(
             rules.DEFAULT_RESERVED_ENV

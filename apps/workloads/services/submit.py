@@ -19,7 +19,7 @@ from apps.catalog.models import GpuClass, Image
 from apps.common import taskqueue
 from apps.workloads import core, rules
 from apps.workloads.models import Workload, WorkloadEvent
-from apps.workloads.request import WorkloadRequest
+from apps.workloads.request import TOPOLOGY_PARAM, WorkloadRequest
 from apps.workloads.selectors import (
     request_context,
 )
@@ -140,6 +140,11 @@ def _recorded_params(request: WorkloadRequest, charge: rules.Charge) -> dict[str
         params["parallelism"] = charge.parallelism
     if request.sampled:
         params.update({"ranges": request.ranges, "samples": request.samples, "seed": request.seed})
+    if request.topology is not None:
+        params[TOPOLOGY_PARAM] = {
+            "level": request.topology["level"],
+            "required": bool(request.topology.get("required", False)),
+        }
     if charge.endpoint is not None:
         # The first replica is admitted like any request; the rest up to the minimum follow
         # it as scale-ups (each admitted in turn, waiting with a reason when it cannot).
