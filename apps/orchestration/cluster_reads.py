@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.core.cache import caches
 
 from apps.catalog.resources import DRA_DRIVER, GPU_NODES_SELECTOR
 from apps.orchestration import archive
 from apps.orchestration import manifests as m
 from apps.orchestration.errors import ClusterError
-from apps.orchestration.kube import Backoff, Kube, api_client_from_config
+from apps.orchestration.kube import Backoff, Kube, answer_within, api_client_from_config, time_left
 
 if TYPE_CHECKING:
     from apps.catalog.models import Cluster
@@ -186,17 +188,27 @@ def workload_logs(
     stream stays open."""
     if tail_lines < 1 or tail_lines > 10_000:
         raise ValueError("tail_lines must be between 1 and 10000.")
-    kube = _placed_kube(
-        workload, LogsUnavailable("The workload has not been placed on a cluster yet.")
+    # A followed log is read after the request has returned (a thread, or the server's
+    # iteration of the response), outside the request's deadline: opening it gets one of its
+    # own, so a cluster that does not answer is named within the same time as everywhere.
+    opening = (
+        answer_within(settings.ORCHESTRATION_REQUEST_DEADLINE_MS / 1000)
+        if follow and time_left() is None
+        else nullcontext()
     )
-    run = replica_run(pod_runs(_pods(kube, workload)), replica)
-    yield from kube.pod_log(
-        run.name,
-        workload.team.namespace,
-        container=run.container,
-        tail_lines=tail_lines,
-        follow=follow,
-    )
+    with opening:
+        kube = _placed_kube(
+            workload, LogsUnavailable("The workload has not been placed on a cluster yet.")
+        )
+        run = replica_run(pod_runs(_pods(kube, workload)), replica)
+        lines = kube.pod_log(
+            run.name,
+            workload.team.namespace,
+            container=run.container,
+            tail_lines=tail_lines,
+            follow=follow,
+        )
+    yield from lines
 
 
 def _event_time(event: Mapping[str, Any]) -> datetime | None:

@@ -586,7 +586,9 @@ class Kube:
         self, name: str, namespace: str, *, container: str, tail_lines: int, follow: bool
     ) -> Iterator[str]:
         """Lines of a container's log, with timestamps; with ``follow`` the stream stays open
-        until the container stops. A stream that breaks ends with :class:`ClusterUnreachable`."""
+        until the container stops. The request is made now (inside the caller's
+        :func:`answer_within`, if any: the API server must answer by then), the lines are read
+        as the iterator is. A stream that breaks ends with :class:`ClusterUnreachable`."""
         what = f"logs of {namespace}/{name}"
         response = self._call(
             lambda: self.core.read_namespaced_pod_log(
@@ -597,11 +599,21 @@ class Kube:
                 follow=follow,
                 timestamps=True,
                 _preload_content=False,
-                # A followed log may be quiet for long: only the connection is bounded.
-                **({"_request_timeout": (10, None)} if follow else {}),
+                # The answer is bounded (by the deadline, or 10 s); a followed log may then be
+                # quiet for long, so its reads are not (below).
+                **({"_request_timeout": (10, 10)} if follow else {}),
             ),
             what,
         )
+        if follow:
+            connection = getattr(response, "connection", None)
+            sock = getattr(connection, "sock", None)
+            if sock is not None:
+                sock.settimeout(None)
+        return self._log_lines(response, what)
+
+    @staticmethod
+    def _log_lines(response: Any, what: str) -> Iterator[str]:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         pending = ""
         try:

@@ -196,6 +196,13 @@ def test_a_cluster_that_is_down_is_named_as_such_within_2_s_in_the_portal_and_th
     opened = timing("open", lambda: portal.get(f"/workloads/{notebook.pk}/open/"))
     assert opened.status_code == 503
     assert words in opened.content.decode()
+    # The followed log: its reader runs after the view has returned, yet within the same time.
+    stream = timing(
+        "stream",
+        lambda: sse_events(portal.get(f"/workloads/{workload.pk}/logs/stream/?follow=1")),
+    )
+    assert [name for name, _ in stream] == ["unavailable"], stream
+    assert words in stream[0][1]
     assert all(seconds < 2.0 for seconds in timed.values()), timed
 
 

@@ -10,6 +10,7 @@ workload's other objects.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,6 +36,16 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
 GROUP, VERSION = "resource.k8s.io", "v1"
+
+
+@pytest.fixture(autouse=True)
+def _gpus_left_free(cluster: Cluster) -> Iterator[None]:  # noqa: F811 - the fixture's value
+    """The cluster outlives each test's database: what a test left running is cancelled, so
+    its claims do not hold the devices the next test's placements expect free."""
+    yield
+    for workload in Workload.objects.filter(state__in=wl.ACTIVE_STATES):
+        workload_cancel(actor=workload.owner, workload=workload)
+        services.workload_reconcile(workload_id=workload.pk)
 
 
 @pytest.fixture

@@ -228,8 +228,28 @@ def test_log_lines_are_whole_whatever_the_chunks() -> None:
         "follow": True,
         "timestamps": True,
         "_preload_content": False,
-        "_request_timeout": (10, None),  # a followed log may be quiet: no read timeout
+        # The answer is bounded; then the socket's read timeout is lifted (below).
+        "_request_timeout": (10, 10),
     }
+
+
+def test_a_followed_log_may_be_quiet_once_the_server_has_answered() -> None:
+    """The server must answer within the timeout (a silent API server is named at once), but
+    the lines of a followed log may then be minutes apart: the socket's timeout is lifted."""
+
+    class Sock:
+        timeout: float | None = 10.0
+
+        def settimeout(self, value: float | None) -> None:
+            self.timeout = value
+
+    response = FakeLogResponse([b"2025 one\n"])
+    sock = Sock()
+    response.connection = type("Conn", (), {"sock": sock})()  # type: ignore[attr-defined]
+    kube_with(FakeCore(response)).pod_log(
+        "wl-7-0", "team-vision", container="main", tail_lines=5, follow=True
+    )
+    assert sock.timeout is None
 
 
 def test_a_log_stream_that_breaks_ends_unreachable() -> None:
@@ -245,11 +265,10 @@ def test_a_log_stream_that_breaks_ends_unreachable() -> None:
 
 
 def test_a_refused_log_request_keeps_the_servers_words() -> None:
-    lines = kube_with(FakeCore(api_error(400, WAITING, reason="BadRequest"))).pod_log(
-        "wl-7-0", "team-vision", container="main", tail_lines=5, follow=False
-    )
-    with pytest.raises(ClusterRefused) as caught:
-        next(lines)
+    with pytest.raises(ClusterRefused) as caught:  # the request is made at once
+        kube_with(FakeCore(api_error(400, WAITING, reason="BadRequest"))).pod_log(
+            "wl-7-0", "team-vision", container="main", tail_lines=5, follow=False
+        )
     assert cluster_error_answer(caught.value) == (409, f"The cluster refused: {WAITING}")
 
 

@@ -3,7 +3,7 @@ training job preempted a teammate's 8-GPU notebook (development class); during t
 grace period the 8 freed GPUs went to a queued batch job, and the requeued notebook waited
 until it could preempt that batch job after its minimum runtime.
 
-Here the fleet is one 8-GPU node (the other H100 nodes cordoned), so GPUs, not quota, are
+Here the fleet is one free 8-GPU node (the other H100 nodes cordoned), so GPUs, not quota, are
 what is short. The capacity the preemption frees belongs to the training job from the moment
 of the decision, through the grace period; the batch job gets none of it; and when the
 training job ends, the requeued notebook starts ahead of the batch job, which has waited
@@ -36,19 +36,36 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
 GRACE = 3
-OTHERS = ("h100-1", "h100-2", "h100-3")
+H100 = ("h100-0", "h100-1", "h100-2", "h100-3")
+
+
+def gpus_in_use(api: k8s.CoreV1Api, node: str) -> int:
+    """GPUs the pods left on ``node`` hold (earlier tests share the cluster, not the database)."""
+    pods = api.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+    return sum(
+        int((c.resources.limits or {}).get("nvidia.com/gpu", 0))
+        for p in pods
+        if p.status.phase not in ("Succeeded", "Failed")
+        for c in p.spec.containers
+        if c.resources
+    )
 
 
 @pytest.fixture
 def one_node(
     core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
     cluster: Cluster,  # noqa: F811 - the fixture
-) -> Iterator[None]:
-    for node in OTHERS:
+) -> Iterator[str]:
+    """One H100 node with all its GPUs free takes work; the others are cordoned."""
+    free = wait_for(
+        lambda: next((n for n in H100 if gpus_in_use(core_api, n) == 0), None), timeout=60
+    )
+    others = [n for n in H100 if n != free]
+    for node in others:
         core_api.patch_node(node, {"spec": {"unschedulable": True}})
     services.cluster_inventory_sync(cluster=cluster)
-    yield
-    for node in OTHERS:
+    yield free
+    for node in others:
         core_api.patch_node(node, {"spec": {"unschedulable": None}})
     services.cluster_inventory_sync(cluster=cluster)
 
@@ -74,7 +91,7 @@ def test_gpus_freed_by_a_preemption_go_to_its_beneficiary_and_the_victim_stays_a
     team: Team,  # noqa: F811 - the fixture
     cluster: Cluster,  # noqa: F811 - the fixture
     core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
-    one_node: None,
+    one_node: str,
     settings: Any,
 ) -> None:
     settings.SCHEDULING_PREEMPTION_GRACE_SECONDS = GRACE
@@ -114,7 +131,7 @@ def test_gpus_freed_by_a_preemption_go_to_its_beneficiary_and_the_victim_stays_a
     )
     run_until(training, cluster, wl.RUNNING)
     (pod,) = pods_of(core_api, training)
-    assert pod.spec.node_name == "h100-0"
+    assert pod.spec.node_name == one_node
 
     # The notebook is back in the queue, ahead of the batch job that waited longer.
     notebook.refresh_from_db()

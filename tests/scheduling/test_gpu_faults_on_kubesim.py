@@ -28,6 +28,7 @@ from apps.telemetry import core as telemetry
 from apps.telemetry.services import node_health_store
 from apps.workloads import core as wl
 from apps.workloads.models import Workload
+from apps.workloads.services import workload_cancel
 from tests.factories import UserFactory
 from tests.orchestration.test_dra_on_kubesim import (  # noqa: F401
     GROUP,
@@ -245,6 +246,8 @@ def test_a_gpu_that_fell_off_the_bus_evicts_its_pods_and_its_work_moves_to_healt
         again = wait_for(placed_again, timeout=60)
         uuids = {u for r in again.placement["replicas"] for u in r["gpu_uuids"]}
         assert uuids and not uuids & {gone, node.gpu_uuids[other]}
+        workload_cancel(actor=workload.owner, workload=workload)
+        services.workload_reconcile(workload_id=workload.pk)
     finally:
         report(node)
         services.cluster_inventory_sync(cluster=cluster)

@@ -24,6 +24,7 @@ from apps.workloads.services import workload_cancel, workload_submit
 from tests.factories import GpuClassFactory, ImageFactory, UserFactory
 from tests.orchestration.test_on_kubesim import cluster, core_api, team  # noqa: F401 - fixtures
 from tests.orchestration.test_preemption_on_kubesim import pods_of, run_until
+from tests.orchestration.test_priority_inversion_on_kubesim import gpus_in_use
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
@@ -38,6 +39,8 @@ def racks(
     core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
     cluster: Cluster,  # noqa: F811 - the fixture
 ) -> Iterator[None]:
+    # The cluster is shared with earlier tests (not their database): their pods gone first.
+    wait_for(lambda: not any(gpus_in_use(core_api, n) for n in RACKS), timeout=60)
     for node, rack in RACKS.items():
         core_api.patch_node(node, {"metadata": {"labels": {BLOCK: "b1", RACK: rack}}})
     services.cluster_inventory_sync(cluster=cluster)
