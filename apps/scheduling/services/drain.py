@@ -38,6 +38,30 @@ def _on_node(workload: Workload, cluster: Cluster, node: str) -> bool:
     return same_cluster and any(r.node == node for r in placement.replicas)
 
 
+def _move_off(
+    workload: Workload, *, reason: str, preempted_at: datetime, title: str, key: str
+) -> bool:
+    """Preempt ``workload`` to move it off (back to the queue), telling its owner why; False
+    when it changed state meanwhile."""
+    if not workload_transition(
+        workload=workload,
+        to_state=workload_core.PREEMPTED,
+        reason=reason[:500],
+        extra={"preempted_at": preempted_at, "borrowed": False},
+    ):
+        return False
+    notify(
+        event=NoticeEvent.NODE_DRAIN,
+        users=[workload.owner],
+        title=title,
+        body=reason,
+        key=key,
+        link=f"/workloads/{workload.pk}/",
+        team=workload.team,
+    )
+    return True
+
+
 def node_drain_pass(*, now: datetime | None = None) -> tuple[int, ...]:
     """Move the work off every node in an open maintenance window that drains: each workload
     placed there is preempted with its class's grace period (the pod's
@@ -65,23 +89,14 @@ def node_drain_pass(*, now: datetime | None = None) -> tuple[int, ...]:
                 f"until {window.ends_at:%Y-%m-%d %H:%M} UTC ({window.reason}). It has {grace} s "
                 "to save a checkpoint, then returns to the queue and starts on another node."
             )
-            if not workload_transition(
-                workload=workload,
-                to_state=workload_core.PREEMPTED,
-                reason=reason[:500],
-                extra={"preempted_at": moment, "borrowed": False},
-            ):
-                continue
-            moved.append(workload.pk)
-            notify(
-                event=NoticeEvent.NODE_DRAIN,
-                users=[workload.owner],
+            if _move_off(
+                workload,
+                reason=reason,
+                preempted_at=moment,
                 title=f"{workload.get_kind_display()} {workload.name} moves off {window.node.name}",
-                body=reason,
                 key=f"node-drain-{window.pk}-{workload.pk}",
-                link=f"/workloads/{workload.pk}/",
-                team=workload.team,
-            )
+            ):
+                moved.append(workload.pk)
         if moved:
             decisions = handoff.Decisions(admitted_ids=(), preempted_ids=tuple(moved))
             transaction.on_commit(lambda: handoff.decisions_hand_off(decisions))
@@ -142,29 +157,17 @@ def gpu_fault_pass(*, now: datetime | None = None) -> tuple[int, ...]:
                 "runs on that GPU any more: this workload returns to the queue and starts on "
                 "healthy GPUs (from its last checkpoint, if it saves them)."
             )
-            if not workload_transition(
-                workload=workload,
-                to_state=workload_core.PREEMPTED,
-                reason=reason[:500],
-                # Its grace period is spent at once: nothing runs on that GPU to save from, so the
-                # next cycle puts it back in the queue.
-                extra={
-                    "preempted_at": moment
-                    - timedelta(seconds=graces.get(workload.priority_class, 0)),
-                    "borrowed": False,
-                },
-            ):
-                continue
-            moved.append(workload.pk)
-            notify(
-                event=NoticeEvent.NODE_DRAIN,
-                users=[workload.owner],
+            # Its grace period is spent at once: nothing runs on that GPU to save from, so the
+            # next cycle puts it back in the queue.
+            spent = timedelta(seconds=graces.get(workload.priority_class, 0))
+            if _move_off(
+                workload,
+                reason=reason,
+                preempted_at=moment - spent,
                 title=f"{workload.get_kind_display()} {workload.name} moves off a failed GPU",
-                body=reason,
                 key=f"gpu-fault-{fault['uuid']}-{workload.pk}",
-                link=f"/workloads/{workload.pk}/",
-                team=workload.team,
-            )
+            ):
+                moved.append(workload.pk)
         if moved:
             decisions = handoff.Decisions(admitted_ids=(), preempted_ids=tuple(moved))
             transaction.on_commit(lambda: handoff.decisions_hand_off(decisions))
