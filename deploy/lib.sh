@@ -39,9 +39,10 @@ bootstrap_python() {
   fi
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ ! -x "$VENV/bin/gpupaas" ]; then
     log "installing Python dependencies"
-    "$PY" -m pip install -q --upgrade pip
-    "$PY" -m pip install -q -e "$ROOT[dev]"
-    "$PY" -m pip install -q -e "$ROOT/cli"
+    # Quiet: setuptools' "Editable installation" notice is about layouts this project has not.
+    PYTHONWARNINGS="ignore:Editable installation" "$PY" -m pip install -q --upgrade pip
+    PYTHONWARNINGS="ignore:Editable installation" "$PY" -m pip install -q -e "$ROOT[dev]"
+    PYTHONWARNINGS="ignore:Editable installation" "$PY" -m pip install -q -e "$ROOT/cli"
     echo "$want" > "$stamp"
   fi
 }

@@ -7,18 +7,21 @@
 #   REAL_NODES=auto|1|0   real nodes in the cluster (pods really run): on where the machine
 #               allows it (root, Debian's containerd/runc installable); 0 turns them off
 #   OIDC=1      sign in through the development OpenID provider instead of the demo login
-#   PORT=8000   where the portal listens
+#   PORT=8000   where the portal listens (REDIS_PORT=6379 its Redis; GPUPAAS_VAR_DIR=var its
+#               database, logs and the cluster's data)
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 
 PORT="${PORT:-8000}"
-VAR="$ROOT/var"
+REDIS_PORT="${REDIS_PORT:-6379}"
+VAR="${GPUPAAS_VAR_DIR:-$ROOT/var}"
+export GPUPAAS_VAR_DIR="$VAR"
 mkdir -p "$VAR/log"
 export DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-gpupaas.settings.dev}"
-export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}"
+export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}"
 
 bootstrap_python
-ensure_redis 6379 "$VAR/redis"
+ensure_redis "$REDIS_PORT" "$VAR/redis"
 
 pids=()
 cleanup() {
@@ -27,7 +30,7 @@ cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   # Everything this command started stops with it, the Redis it started included.
-  stop_redis 6379
+  stop_redis "$REDIS_PORT"
 }
 trap cleanup EXIT INT TERM
 
@@ -60,15 +63,21 @@ if [ "${KUBESIM:-1}" = 1 ]; then
         fi
         ;;
     esac
+    # The cold builds' minutes, as measured (docs/first-start.md), for the words below.
+    read -r KUBESIM_COLD_MIN COREDNS_COLD_MIN TRAEFIK_COLD_MIN < <("$PY" -c "
+from deploy.devtools import coredns, kubesim, traefik
+print(kubesim.COLD_BUILD_MINUTES, coredns.COLD_BUILD_MINUTES, traefik.COLD_BUILD_MINUTES)")
     if [ ${#real[@]} -gt 0 ]; then
       # The real nodes advertise the machine's own CPUs: replicas ask for a quarter core.
       export WORKLOAD_CPU_MILLI="${WORKLOAD_CPU_MILLI:-250}" WORKLOAD_MEMORY_MIB="${WORKLOAD_MEMORY_MIB:-2048}"
       log "starting the cluster with 3 real nodes in the background (REAL_NODES=0 turns them off);"
-      log "  a first start builds the cluster (~15 min on 2 cores), CoreDNS (~5 min) and the images"
-      log "  (~2 min); its progress follows here and in var/log/kubesim.log"
+      log "  a first start builds the cluster (~$KUBESIM_COLD_MIN min on 2 cores), the images (~4 min),"
+      log "  CoreDNS (~$COREDNS_COLD_MIN min) and the gateway (~$TRAEFIK_COLD_MIN min); its progress follows"
+      log "  here and in var/log/kubesim.log; until it is up the portal says \"the cluster is starting\""
     else
-      log "starting the simulated cluster in the background (first run builds it, ~12 min on 2 cores;"
-      log "  its progress follows here and in var/log/kubesim.log)"
+      log "starting the simulated cluster in the background (a first run builds it, ~$KUBESIM_COLD_MIN min"
+      log "  on 2 cores; its progress follows here and in var/log/kubesim.log; until it is up the"
+      log "  portal says \"the cluster is starting\")"
     fi
     rm -f "$VAR/kubesim/READY"
     "$PY" -m deploy.devtools.kubesim up --data-dir "$VAR/kubesim" "${real[@]}" \
@@ -106,6 +115,12 @@ if [ "${KUBESIM:-1}" = 1 ]; then
       (while [ ! -f "$VAR/kubesim/READY" ]; do sleep 2; done
        "$PY" -m deploy.devtools.traefik up --kubeconfig "$kubeconfig" --port 8890 \
          --data-dir "$VAR/traefik") > "$VAR/log/traefik.log" 2>&1 &
+      traefik_pid=$!
+      pids+=("$traefik_pid")
+      # Its build's progress reaches the terminal too.
+      (tail --pid="$traefik_pid" -n +1 -F "$VAR/log/traefik.log" 2>/dev/null \
+        | grep --line-buffered -E "^traefik: (building|built|counting|waiting)|FAILED|failed" \
+        | sed -u 's/^/  [gateway] /' >&2) &
       pids+=($!)
       export TRAFFIC_API="${TRAFFIC_API:-gateway-api}"
     else

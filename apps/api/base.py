@@ -23,7 +23,7 @@ from apps.api.params import page_number
 from apps.common.http import client_ip
 from apps.common.ratelimit import rate_limiter
 from apps.common.taskqueue import BrokerUnreachable
-from apps.orchestration.errors import ClusterError, cluster_error_answer
+from apps.orchestration.errors import ClusterError, cluster_error_answer, cluster_retry_after
 
 # Seconds a client is told to wait when the broker cannot be reached.
 BROKER_RETRY_AFTER_SECONDS = 30
@@ -47,7 +47,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, ClusterError):
         # The same status and words as the portal's (apps.orchestration.errors).
         answer = cluster_error_answer(exc)
-        return Response(error_body(code=exc.code, message=answer.message), status=answer.status)
+        response = Response(error_body(code=exc.code, message=answer.message), status=answer.status)
+        retry_after = cluster_retry_after(exc)
+        if retry_after:
+            response["Retry-After"] = str(retry_after)
+        return response
     if isinstance(exc, ObjectDoesNotExist | Http404):
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, DjangoPermissionDenied):

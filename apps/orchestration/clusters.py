@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 from django.db.models import QuerySet
 
 from apps.catalog.models import Cluster
-from apps.orchestration.errors import ClusterConfigError
+from apps.orchestration.errors import ClusterConfigError, ClusterStarting
 from apps.orchestration.kube import Kube, api_client_from_config
+from apps.orchestration.starting import starting_step
 
 if TYPE_CHECKING:
     from apps.workloads.models import Workload
@@ -33,10 +34,14 @@ def cluster_of(workload: Workload) -> Cluster | None:
 
 
 def kube_for(cluster: Cluster) -> Kube:
-    """The adapter for a cluster. A changed kubeconfig file (new mtime) gets a new client."""
+    """The adapter for a cluster. A changed kubeconfig file (new mtime) gets a new client. A
+    cluster that its tool says is still starting raises :class:`ClusterStarting` at once."""
     if cluster.connection == Cluster.Connection.IN_CLUSTER:
         key = ("in-cluster", "", "", 0.0)
     else:
+        step = starting_step(cluster.kubeconfig_path)
+        if step is not None:
+            raise ClusterStarting(cluster.name, step)
         try:
             mtime = os.stat(cluster.kubeconfig_path).st_mtime
         except OSError as exc:

@@ -38,6 +38,18 @@ class ClusterConfigError(ClusterUnreachable):
     """The cluster's connection settings cannot be used (missing file, bad context)."""
 
 
+class ClusterStarting(ClusterUnreachable):
+    """The cluster is still being brought up (its provisioning tool said so, see
+    :mod:`apps.orchestration.starting`); ``step`` is what it is doing, in its words."""
+
+    code = "cluster_starting"
+
+    def __init__(self, cluster: str, step: str) -> None:
+        super().__init__(f"Cluster {cluster} is starting: {step}")
+        self.cluster = cluster
+        self.step = step
+
+
 class ClusterRefused(ClusterError):
     """The API server refused the request; ``message`` is its own words."""
 
@@ -106,6 +118,8 @@ class ClusterAnswer(NamedTuple):
 
 
 UNREACHABLE_MESSAGE = "The cluster cannot be reached; try again in a moment."
+# A cluster that is starting is asked again after this long (its start takes minutes).
+STARTING_RETRY_AFTER_SECONDS = 30
 
 
 def cluster_error_answer(exc: ClusterError) -> ClusterAnswer:
@@ -113,11 +127,22 @@ def cluster_error_answer(exc: ClusterError) -> ClusterAnswer:
 
     Unreachable is 503 (try again); a refusal is 422 when the API server found the request
     invalid and 409 otherwise (forbidden, conflict, bad request in this state); not found is
-    404. A refusal and a miss carry the API server's own words.
+    404. A refusal and a miss carry the API server's own words. A cluster that is starting is
+    503 too, saying so and what it is doing, with a Retry-After.
     """
     if isinstance(exc, ClusterRefused):
         status = 422 if exc.status == 422 else 409
         return ClusterAnswer(status, f"The cluster refused: {exc.message}")
     if isinstance(exc, ClusterObjectNotFound):
         return ClusterAnswer(404, f"Not found in the cluster: {exc.message}")
+    if isinstance(exc, ClusterStarting):
+        return ClusterAnswer(
+            503,
+            f"The cluster is starting ({exc.step}); try again in a few minutes.",
+        )
     return ClusterAnswer(503, UNREACHABLE_MESSAGE)
+
+
+def cluster_retry_after(exc: ClusterError) -> int:
+    """Seconds after which asking again may work (a Retry-After header), 0 when unknown."""
+    return STARTING_RETRY_AFTER_SECONDS if isinstance(exc, ClusterStarting) else 0

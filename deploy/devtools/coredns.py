@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from deploy.devtools import gobuild
 from deploy.devtools.kubesim import _file_lock, _tail, find_go, terminate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -124,17 +125,19 @@ def build(output: Path, *, source_dir: Path = SOURCE_DIR, log: Path | None = Non
         {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
     )
     jobs = os.environ.get("KUBESIM_BUILD_JOBS") or str(os.cpu_count() or 2)
-    cmd = [go, "build", "-p", jobs, "-trimpath", "-ldflags", "-s -w", "-o", str(output), "."]
+    cmd = [
+        go, "build", "-v", "-p", jobs, *gobuild.COMMON_FLAGS, "-ldflags", "-s -w",
+        "-o", str(output), ".",
+    ]  # fmt: skip
     output.parent.mkdir(parents=True, exist_ok=True)
     log_path = log or output.parent / "build.log"
-    with log_path.open("wb") as log_file:
-        result = subprocess.run(
-            cmd, cwd=source_dir, env=env, stdout=log_file, stderr=subprocess.STDOUT, check=False
-        )
-    if result.returncode != 0:
+    total = gobuild.package_count(go, ".", cwd=source_dir, env=env)
+    returncode = gobuild.run_with_progress(
+        cmd, cwd=source_dir, env=env, log_path=log_path, total=total, name="coredns"
+    )
+    if returncode != 0:
         raise CorednsError(
-            f"building CoreDNS failed (exit {result.returncode}): {' '.join(cmd)}\n"
-            f"{_tail(log_path, 60)}"
+            f"building CoreDNS failed (exit {returncode}): {' '.join(cmd)}\n{_tail(log_path, 60)}"
         )
 
 

@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from deploy.devtools import gobuild
 from deploy.devtools.kubesim import _file_lock, _tail, require_go
 
 HELM_VERSION = "v3.22.0"
 HELM_MODULE = "helm.sh/helm/v3/cmd/helm"
+# The packages `go install` compiles for it (`go list -deps` in a module requiring helm), and
+# its cold build on 2 cores: the denominators of the progress it prints.
+HELM_PACKAGES = 0
+COLD_BUILD_MINUTES = 3
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO_ROOT / "deploy" / "helm" / "gpupaas"
 
@@ -62,20 +66,28 @@ def ensure_binary(*, verbose: bool = True) -> Path:
     with _file_lock(target.parent / ".lock", what="helm", tool="helm"):
         if target.is_file():
             return target
-        if verbose:
-            print(f"helm: building {target} (about 2-5 minutes cold)", file=sys.stderr, flush=True)
-        started = time.monotonic()
         log_path = target.parent / "build.log"
+        if verbose:
+            print(
+                f"helm: building {target} (about {COLD_BUILD_MINUTES} minutes cold on 2 cores; "
+                f"progress every {gobuild.PROGRESS_EVERY:.0f} s, log {log_path})",
+                file=sys.stderr,
+                flush=True,
+            )
+        started = time.monotonic()
         with tempfile.TemporaryDirectory(dir=target.parent) as gobin:
             env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOBIN": gobin}
-            cmd = [go, "install", "-trimpath", "-ldflags", "-s -w", f"{HELM_MODULE}@{HELM_VERSION}"]
-            with log_path.open("wb") as log_file:
-                result = subprocess.run(
-                    cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT, check=False
-                )
-            if result.returncode != 0:
+            cmd = [
+                go, "install", "-v", *gobuild.COMMON_FLAGS, "-ldflags", "-s -w",
+                f"{HELM_MODULE}@{HELM_VERSION}",
+            ]  # fmt: skip
+            # `go list` takes no module@version outside a module: the total is as measured.
+            returncode = gobuild.run_with_progress(
+                cmd, cwd=None, env=env, log_path=log_path, total=HELM_PACKAGES, name="helm"
+            )
+            if returncode != 0:
                 raise HelmError(
-                    f"building helm failed (exit {result.returncode}): {' '.join(cmd)}\n"
+                    f"building helm failed (exit {returncode}): {' '.join(cmd)}\n"
                     f"{_tail(log_path, 40)}"
                 )
             (Path(gobin) / "helm").replace(target)

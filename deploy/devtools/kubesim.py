@@ -46,6 +46,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from deploy.devtools import gobuild
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIR = REPO_ROOT / "deploy" / "kubesim"
 TOPOLOGY_DIR = SOURCE_DIR / "topologies"
@@ -171,93 +173,52 @@ def build_ldflags(version: str) -> str:
     return " ".join(flags)
 
 
-def build(output: Path, *, source_dir: Path = SOURCE_DIR, log: Path | None = None) -> None:
+def build(
+    output: Path,
+    *,
+    source_dir: Path = SOURCE_DIR,
+    log: Path | None = None,
+    on_progress: gobuild.Progress | None = None,
+) -> None:
     """Run ``go build`` for kubesim into ``output`` (no caching, no locking)."""
     go = require_go()
     env = dict(os.environ)
     env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"})
     jobs = os.environ.get("KUBESIM_BUILD_JOBS") or str(os.cpu_count() or 2)
     cmd = [
-        go, "build", "-p", jobs, "-trimpath",
+        go, "build", "-v", "-p", jobs, *gobuild.COMMON_FLAGS, "-buildvcs=false",
         "-ldflags", build_ldflags(kubernetes_version(source_dir)),
         "-o", str(output), ".",
     ]  # fmt: skip
     output.parent.mkdir(parents=True, exist_ok=True)
     log_path = log or output.parent / "build.log"
-    total = _package_count(go, source_dir, env)
-    cmd.insert(2, "-v")  # one line per package compiled: the progress below counts them
-    returncode = _run_with_progress(cmd, source_dir, env, log_path, total)
+    if on_progress is not None:
+        on_progress("kubesim: counting the packages to build (and downloading their modules)")
+    total = gobuild.package_count(go, ".", cwd=source_dir, env=env)
+    returncode = gobuild.run_with_progress(
+        cmd,
+        cwd=source_dir,
+        env=env,
+        log_path=log_path,
+        total=total,
+        name="kubesim",
+        on_progress=on_progress,
+    )
     if returncode != 0:
         raise KubesimError(
             f"building kubesim failed (exit {returncode}): {' '.join(cmd)}\n{_tail(log_path, 60)}"
         )
 
 
-def _package_count(go: str, source_dir: Path, env: dict[str, str]) -> int:
-    """How many packages the build links (the denominator of its progress), 0 if unknown."""
-    try:
-        out = subprocess.run(
-            [go, "list", "-deps", "."],
-            cwd=source_dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return len(out.stdout.split()) if out.returncode == 0 else 0
+# Measured on 2 cores with empty Go caches (modules downloaded too): see docs/first-start.md.
+COLD_BUILD_MINUTES = 6
 
 
-PROGRESS_EVERY = 30.0
-
-
-def _run_with_progress(
-    cmd: list[str], cwd: Path, env: dict[str, str], log_path: Path, total: int
-) -> int:
-    """Run a ``go build -v``, writing its output to ``log_path`` and, every 30 s, a progress
-    line (packages compiled of the total, elapsed, an estimate of what is left) to stderr and
-    the log. A warm cache compiles few packages; the estimate then only shrinks."""
-    started = time.monotonic()
-    compiled = 0
-    last = started
-    with log_path.open("w") as log_file:
-        process = subprocess.Popen(
-            cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        assert process.stdout is not None
-        for line in process.stdout:
-            log_file.write(line)
-            if line and not line.startswith(("#", " ", "\t")):
-                compiled += 1
-            now = time.monotonic()
-            if now - last >= PROGRESS_EVERY:
-                last = now
-                message = _progress_line(compiled, total, now - started)
-                print(message, file=sys.stderr, flush=True)
-                log_file.write(message + "\n")
-                log_file.flush()
-        return process.wait()
-
-
-def _progress_line(compiled: int, total: int, elapsed: float) -> str:
-    minutes = f"{elapsed / 60:.1f} min"
-    if total <= 0:
-        return f"kubesim: building, {compiled} packages compiled, {minutes} elapsed"
-    share = min(compiled / total, 1.0)
-    left = ""
-    if share >= 0.05:
-        left = f", about {max(elapsed / share - elapsed, 0) / 60:.0f} min left"
-    return (
-        f"kubesim: building, {compiled} of {total} packages ({share:.0%}), {minutes} elapsed{left}"
-    )
-
-
-def ensure_binary(*, verbose: bool = True) -> Path:
+def ensure_binary(*, verbose: bool = True, on_progress: gobuild.Progress | None = None) -> Path:
     """Return the kubesim binary, building it when the cached one is missing or stale.
 
     Parallel callers (pytest-xdist workers) serialise on a file lock, so it is built once.
+    ``on_progress`` hears the build's progress lines.
     """
     override = os.environ.get("KUBESIM_BINARY")
     if override:
@@ -275,15 +236,16 @@ def ensure_binary(*, verbose: bool = True) -> Path:
             return target
         if verbose:
             print(
-                f"kubesim: building {target} (a cold build takes ~15 minutes on 2 cores; "
-                f"progress every {PROGRESS_EVERY:.0f} s, log {target.parent / 'build.log'})",
+                f"kubesim: building {target} (a cold build takes ~{COLD_BUILD_MINUTES} minutes "
+                f"on 2 cores; progress every {gobuild.PROGRESS_EVERY:.0f} s, log "
+                f"{target.parent / 'build.log'})",
                 file=sys.stderr,
                 flush=True,
             )
         started = time.monotonic()
         tmp = target.with_name(f".{BINARY_NAME}.{os.getpid()}.tmp")
         try:
-            build(tmp, log=target.parent / "build.log")
+            build(tmp, log=target.parent / "build.log", on_progress=on_progress)
             tmp.replace(target)
         finally:
             tmp.unlink(missing_ok=True)
@@ -517,13 +479,17 @@ def real_nodes_unavailable() -> str | None:
     return None
 
 
-def real_node_args() -> list[str]:
+def real_node_args(on_step: gobuild.Progress | None = None) -> list[str]:
     """The ``kubesim up`` flags for real nodes, building what they need first: the images
-    (deploy/devtools/images.py) and CoreDNS (deploy/devtools/coredns.py), each cached."""
+    (deploy/devtools/images.py) and CoreDNS (deploy/devtools/coredns.py), each cached.
+    ``on_step`` hears which it is at."""
     from deploy.devtools import coredns, images
 
+    say = on_step or (lambda _step: None)
     override = os.environ.get("KUBESIM_IMAGE_INDEX")
+    say("building (or reusing) the images of the real nodes")
     index = Path(override) if override else images.ensure_images()
+    say("building (or reusing) CoreDNS")
     dns = coredns.ensure_binary()
     return ["--real-nodes", f"--images={index}", f"--coredns={dns}"]
 
@@ -566,32 +532,80 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     up.add_argument("extra", nargs=argparse.REMAINDER, help="more `kubesim up` flags after --")
     args = parser.parse_args(argv)
-    try:
-        binary = ensure_binary()
-    except KubesimError as exc:
-        print(f"kubesim: {exc}", file=sys.stderr)
-        return 1
     if args.command == "build":
-        print(binary)
-        return 0
-    cmd = [str(binary), "up", "--data-dir", str(args.data_dir)]
-    topology = args.topology
-    if args.real_nodes:
-        problem = real_nodes_unavailable()
-        if problem:
-            print(f"kubesim: real nodes cannot run here: {problem}", file=sys.stderr)
+        try:
+            print(ensure_binary())
+        except KubesimError as exc:
+            print(f"kubesim: {exc}", file=sys.stderr)
             return 1
-        cmd += [*real_node_args(), f"--ready-timeout={int(REAL_NODE_START_TIMEOUT)}s"]
-        if topology is None:
-            topology = REALNODES_TOPOLOGY
-    if topology is not None:
-        cmd += ["--topology", str(topology)]
-    cmd += [a for a in args.extra if a != "--"]
+        return 0
+    # Until the cluster is READY, a STARTING file beside its kubeconfig says what it is doing
+    # (apps.orchestration.starting): the portal answers "the cluster is starting" at once.
+    starting = StartingMarker(args.data_dir)
+    try:
+        starting.say("building the cluster (kubesim)")
+        binary = ensure_binary(on_progress=starting.say)
+        cmd = [str(binary), "up", "--data-dir", str(args.data_dir)]
+        topology = args.topology
+        if args.real_nodes:
+            problem = real_nodes_unavailable()
+            if problem:
+                print(f"kubesim: real nodes cannot run here: {problem}", file=sys.stderr)
+                starting.clear()
+                return 1
+            cmd += [*real_node_args(on_step=starting.say)]
+            cmd += [f"--ready-timeout={int(REAL_NODE_START_TIMEOUT)}s"]
+            if topology is None:
+                topology = REALNODES_TOPOLOGY
+        if topology is not None:
+            cmd += ["--topology", str(topology)]
+        cmd += [a for a in args.extra if a != "--"]
+        starting.say("starting the control plane and the nodes")
+    except Exception as exc:
+        starting.clear()
+        if isinstance(exc, KubesimError):
+            print(f"kubesim: {exc}", file=sys.stderr)
+            return 1
+        raise
     sys.stdout.flush()
     sys.stderr.flush()
-    # Replace this process: Ctrl-C and SIGTERM reach `kubesim up`, which stops cleanly.
+    # Replace this process (same pid, so the STARTING file stays true): Ctrl-C and SIGTERM
+    # reach `kubesim up`, which stops cleanly and writes READY once the cluster is up.
     os.execv(str(binary), cmd)  # noqa: S606
     return 0  # pragma: no cover
+
+
+STEP_WORDS = {
+    "kubesim: building": "building the cluster",
+    "coredns: building": "building CoreDNS",
+    "traefik: building": "building Traefik",
+}
+
+
+class StartingMarker:
+    """DATA_DIR/STARTING while ``up`` brings the cluster up: this process's pid (kept through
+    the exec into ``kubesim up``) and the step it is at. A READY from an earlier run is removed
+    first, so the portal never takes that run's kubeconfig for this one's."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.dir = Path(data_dir)
+        self.path = self.dir / "STARTING"
+        self.since = time.time()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "READY").unlink(missing_ok=True)
+
+    def say(self, step: str) -> None:
+        for prefix, words in STEP_WORDS.items():
+            if step.startswith(prefix):
+                step = words + step[len(prefix) :]
+                break
+        step = step.removeprefix("kubesim: ").removeprefix("coredns: ")
+        tmp = self.path.with_name(f".STARTING.{os.getpid()}")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "since": self.since, "step": step}))
+        tmp.replace(self.path)
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

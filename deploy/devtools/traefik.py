@@ -56,6 +56,7 @@ from typing import Any
 
 import yaml
 
+from deploy.devtools import gobuild
 from deploy.devtools.kubesim import _file_lock, _tail, find_go, terminate
 
 TRAEFIK_MODULE = "github.com/traefik/traefik/v3"
@@ -66,9 +67,8 @@ GATEWAY_API_CHANNEL = "experimental"
 # Traefik's CRDs (IngressRoute, Middleware, …) as its documentation publishes them.
 TRAEFIK_CRD_FILE = "docs/content/reference/dynamic-configuration/kubernetes-crd-definition-v1.yml"
 BINARY_NAME = "traefik"
-BUILD_FLAGS = ("-trimpath", "-ldflags", "-s -w")
-# Measured on 2 cores: 17 min 26 s with an empty Go build cache (load 7-13); 4 min with the
-# dependencies compiled before.
+BUILD_FLAGS = (*gobuild.COMMON_FLAGS, "-ldflags", "-s -w")
+# Measured on 2 cores with empty Go caches: see docs/first-start.md.
 COLD_BUILD_MINUTES = 18
 DEFAULT_START_TIMEOUT = 60.0
 
@@ -153,17 +153,23 @@ def build(output: Path, *, log: Path) -> None:
         "GOFLAGS": "-mod=mod -buildvcs=false",
     }
     jobs = os.environ.get("KUBESIM_BUILD_JOBS") or str(os.cpu_count() or 2)
-    cmd = [_go(), "build", "-p", jobs, *BUILD_FLAGS, "-o", str(output), "./cmd/traefik"]
+    go = _go()
+    cmd = [go, "build", "-v", "-p", jobs, *BUILD_FLAGS, "-o", str(output), "./cmd/traefik"]
     try:
-        with log.open("wb") as out:
-            result = subprocess.run(
-                cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
-            )
+        print(
+            "traefik: counting the packages to build (and downloading their modules)",
+            file=sys.stderr,
+            flush=True,
+        )
+        total = gobuild.package_count(go, "./cmd/traefik", cwd=work, env=env)
+        returncode = gobuild.run_with_progress(
+            cmd, cwd=work, env=env, log_path=log, total=total, name="traefik"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if result.returncode != 0:
+    if returncode != 0:
         raise TraefikError(
-            f"building Traefik {TRAEFIK_VERSION} failed (exit {result.returncode}): "
+            f"building Traefik {TRAEFIK_VERSION} failed (exit {returncode}): "
             f"{' '.join(cmd)}\n{_tail(log, 60)}"
         )
 

@@ -20,6 +20,7 @@ from apps.orchestration import clusters
 from apps.orchestration import manifests as m
 from apps.orchestration.errors import (
     ClusterRefused,
+    ClusterStarting,
     ClusterUnreachable,
 )
 from apps.orchestration.kube import (
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 
 UNREACHABLE_REASON = "cluster unreachable, retrying"
+STARTING_REASON = "the cluster is starting; its objects are created once it is up"
 
 
 # apiVersion and kind of every object a workload may own, for deletion and orphan sweeps.
@@ -203,7 +205,7 @@ def _record_ensured(workload: Workload, cluster: Cluster, applied: list[Applied]
         if workload.cluster_id is None:
             changes["cluster"] = cluster
         Workload.objects.filter(pk=workload.pk).update(**changes)
-        if workload.last_reason == UNREACHABLE_REASON:
+        if workload.last_reason in (UNREACHABLE_REASON, STARTING_REASON):
             Workload.objects.filter(pk=workload.pk).update(last_reason="cluster reachable again")
         if workload.state == wl.ADMITTED:
             workload_transition(
@@ -337,7 +339,10 @@ def workload_reconcile(*, workload_id: int) -> str:
             Workload.objects.filter(pk=workload.pk).update(k8s_objects=[])
             return "deleted"
     except ClusterUnreachable as exc:
-        log.warning("workload %s: %s", workload_id, exc)
-        Workload.objects.filter(pk=workload.pk).update(last_reason=UNREACHABLE_REASON)
+        reason = STARTING_REASON if isinstance(exc, ClusterStarting) else UNREACHABLE_REASON
+        if workload.last_reason != reason:
+            # Said once: the retries that follow (until the cluster answers) stay quiet.
+            log.warning("workload %s: %s", workload_id, exc)
+        Workload.objects.filter(pk=workload.pk).update(last_reason=reason)
         raise
     return "nothing"
