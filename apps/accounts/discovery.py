@@ -9,10 +9,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from apps.accounts.providers import Provider
 
 DISCOVERY_PATH = "/.well-known/openid-configuration"
 # The document changes rarely; an hour keeps a key rotation or a moved endpoint from going
@@ -90,21 +93,27 @@ def provider_metadata(issuer: str | None = None) -> dict[str, Any]:
     return dict(document)
 
 
-def endpoint(setting: str) -> str:
-    """An endpoint: the setting when it is set, else the discovered one ("" for an optional
-    endpoint the provider does not publish, such as end session)."""
-    explicit = str(getattr(settings, setting, "") or "")
+def endpoint(setting: str, provider: Provider | None = None) -> str:
+    """An endpoint of ``provider`` (the OIDC_* settings' one when None): the one configured
+    for it when set, else the discovered one ("" for an optional endpoint the provider does
+    not publish, such as end session)."""
+    if provider is None:
+        explicit = str(getattr(settings, setting, "") or "")
+        issuer = None
+    else:
+        explicit = str(provider.endpoints.get(setting) or "")
+        issuer = provider.issuer
     if explicit:
         return explicit
-    value = provider_metadata().get(ENDPOINTS[setting])
+    value = provider_metadata(issuer).get(ENDPOINTS[setting])
     if not value and ENDPOINTS[setting] in REQUIRED:
         raise DiscoveryError(f"{setting} is unset and the provider publishes no value for it.")
     return str(value or "")
 
 
-def signing_keys(*, kid: str | None) -> list[dict[str, Any]]:
+def signing_keys(*, kid: str | None, provider: Provider | None = None) -> list[dict[str, Any]]:
     """The provider's public keys (JWKS), refreshed early when ``kid`` is not among them."""
-    uri = endpoint("OIDC_OP_JWKS_ENDPOINT")
+    uri = endpoint("OIDC_OP_JWKS_ENDPOINT", provider)
     now = time.monotonic()
     with _lock:
         cached = _jwks.get(uri)

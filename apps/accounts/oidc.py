@@ -31,9 +31,12 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from apps.accounts import core, discovery
 from apps.accounts.models import OidcIdentity, User
+from apps.accounts.providers import Provider, provider_for_issuer, provider_for_key, single_provider
 from apps.accounts.roles import Role
 from apps.accounts.selectors import forget_role_copy
 from apps.accounts.services import (
+    LinkPolicy,
+    LinkRefused,
     user_groups_confirm,
     user_groups_lapse,
     user_sessions_end,
@@ -45,6 +48,63 @@ log = logging.getLogger(__name__)
 
 # After the provider could not be reached for a re-check, wait this long before asking again.
 RECHECK_RETRY_SECONDS = 60
+# The session's record of which provider each started sign-in (by its state) goes to, and which
+# provider the session signed in with (its re-checks and sign-out use that one).
+SESSION_STATES = "oidc_provider_states"
+SESSION_PROVIDER = "oidc_provider"
+MAX_PENDING_STATES = 20
+
+
+def configured_providers() -> tuple[Provider, ...]:
+    """The identity providers: OIDC_PROVIDERS, or the one of the OIDC_* settings."""
+    several: tuple[Provider, ...] = tuple(getattr(settings, "OIDC_PROVIDERS", ()))
+    if several:
+        return several
+    single = single_provider(settings)
+    return (single,) if single is not None else ()
+
+
+def provider_named(key: str | None) -> Provider | None:
+    """The provider of ``key``; with no key, the only one."""
+    return provider_for_key(configured_providers(), key)
+
+
+def provider_of_issuer(issuer: str) -> Provider | None:
+    return provider_for_issuer(configured_providers(), issuer)
+
+
+def issuer_names() -> dict[str, str]:
+    """Issuer → the name people know the provider by."""
+    return {p.issuer: p.name for p in configured_providers()}
+
+
+def remember_flow(request: Any, *, state: str, provider: Provider) -> None:
+    """Note which provider a started sign-in (its ``state``) goes to."""
+    pending = dict(request.session.get(SESSION_STATES) or {})
+    pending[state] = provider.key
+    request.session[SESSION_STATES] = dict(list(pending.items())[-MAX_PENDING_STATES:])
+
+
+def provider_of_flow(request: Any, *, forget: bool = False) -> Provider | None:
+    """The provider the sign-in coming back to the callback (by its ``state``) was started
+    with; None when this session started no such sign-in."""
+    state = str(request.GET.get("state") or "")
+    pending = dict(request.session.get(SESSION_STATES) or {})
+    key = pending.pop(state, None) if forget else pending.get(state)
+    if forget:
+        request.session[SESSION_STATES] = pending
+    return provider_named(key) if key else None
+
+
+def provider_of_session(request: Any) -> Provider | None:
+    """The provider the session signed in with (the only one when it did not say)."""
+    key = request.session.get(SESSION_PROVIDER)
+    return provider_named(str(key)) if key else provider_named(None)
+
+
+class AccountLinkRefused(Exception):
+    """A first sign-in whose verified e-mail belongs to an account of another provider, which
+    this provider may not link to; the message is for the person (apps.accounts.providers)."""
 
 
 class GpupaasOIDCBackend(OIDCAuthenticationBackend):
@@ -52,26 +112,56 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
     discovery), so building the backend — which Django does for every session request — never
     talks to the provider."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, provider: Provider | None = None, **kwargs: Any) -> None:
         # Not OIDCAuthenticationBackend.__init__: it reads every endpoint eagerly.
         self.UserModel = get_user_model()
-        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
-        self.OIDC_RP_CLIENT_SECRET = settings.OIDC_RP_CLIENT_SECRET
-        self.OIDC_RP_SIGN_ALGO = settings.OIDC_RP_SIGN_ALGO
         self.OIDC_RP_IDP_SIGN_KEY = getattr(settings, "OIDC_RP_IDP_SIGN_KEY", None)
         self.token_response: dict[str, Any] = {}
+        # Which provider this sign-in is at: the callback's flow says (see authenticate).
+        self._provider = provider
 
     @property
-    def OIDC_OP_TOKEN_ENDPOINT(self) -> str:  # the name mozilla-django-oidc reads
-        return discovery.endpoint("OIDC_OP_TOKEN_ENDPOINT")
+    def provider(self) -> Provider:
+        chosen = self._provider or provider_named(None)
+        if chosen is None:
+            raise SuspiciousOperation("No identity provider is configured for this sign-in.")
+        return chosen
+
+    # The names mozilla-django-oidc reads, from this sign-in's provider.
+    @property
+    def OIDC_RP_CLIENT_ID(self) -> str:
+        return self.provider.client_id
+
+    @property
+    def OIDC_RP_CLIENT_SECRET(self) -> str:
+        return self.provider.client_secret
+
+    @property
+    def OIDC_RP_SIGN_ALGO(self) -> str:
+        return self.provider.sign_algo
+
+    @property
+    def OIDC_OP_TOKEN_ENDPOINT(self) -> str:
+        return discovery.endpoint("OIDC_OP_TOKEN_ENDPOINT", self.provider)
 
     @property
     def OIDC_OP_USER_ENDPOINT(self) -> str:
-        return discovery.endpoint("OIDC_OP_USER_ENDPOINT")
+        return discovery.endpoint("OIDC_OP_USER_ENDPOINT", self.provider)
 
     @property
     def OIDC_OP_JWKS_ENDPOINT(self) -> str:
-        return discovery.endpoint("OIDC_OP_JWKS_ENDPOINT")
+        return discovery.endpoint("OIDC_OP_JWKS_ENDPOINT", self.provider)
+
+    def authenticate(self, request: Any, **kwargs: Any) -> User | None:
+        """The code flow's end, at the provider the flow was started with (its state says
+        which); a callback for a flow this session never started signs nobody in."""
+        if request is not None and request.GET.get("state"):
+            flow = provider_of_flow(request)
+            if flow is None:
+                return None
+            self._provider = flow
+        user: User | None = super().authenticate(request, **kwargs)
+        return user
 
     def check_algorithm(self, token: str | bytes) -> None:
         """Refuse, before any parsing library sees it, a token whose header does not name the
@@ -97,7 +187,7 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
             raise SuspiciousOperation("The token is not a signed JWT.") from exc
         kid = smart_str(header.kid) if header.kid else None
         alg = smart_str(header.alg.name) if header.alg else None
-        for key in discovery.signing_keys(kid=kid):
+        for key in discovery.signing_keys(kid=kid, provider=self.provider):
             if kid is not None and key.get("kid") != kid:
                 continue
             if "alg" in key and key["alg"] != alg:
@@ -133,8 +223,8 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
         try:
             core.check_id_token_claims(
                 payload,
-                issuer=settings.OIDC_OP_ISSUER,
-                client_id=settings.OIDC_RP_CLIENT_ID,
+                issuer=self.provider.issuer,
+                client_id=self.provider.client_id,
                 now=time.time(),
                 leeway=settings.OIDC_CLOCK_LEEWAY_SECONDS,
             )
@@ -156,18 +246,30 @@ class GpupaasOIDCBackend(OIDCAuthenticationBackend):
             # The ID token, as the hint that lets the provider end its session at sign-out
             # and send the user back here (RP-Initiated Logout 1.0).
             request.session["oidc_id_token"] = str(id_token)
-        return user_sync_oidc(
-            issuer=str(payload["iss"]),
-            subject=str(payload["sub"]),
-            claims=claims,
-            groups_claim=settings.OIDC_GROUPS_CLAIM,
-            groups_format=settings.OIDC_GROUPS_FORMAT,
-            admin_groups=settings.OIDC_ADMIN_GROUPS,
-            role_groups=role_groups_setting(),
-            refresh_token=str(self.token_response.get("refresh_token") or ""),
-            refresh_by=_refresh_by(self.token_response),
-            source_ip=client_ip(request) if request is not None else None,
-        )
+        provider = self.provider
+        try:
+            user = user_sync_oidc(
+                issuer=str(payload["iss"]),
+                subject=str(payload["sub"]),
+                claims=claims,
+                groups_claim=provider.groups_claim,
+                groups_format=provider.groups_format,
+                admin_groups=provider.admin_groups,
+                role_groups=provider.role_groups_lists(),
+                teams=provider.teams,
+                link=LinkPolicy(
+                    provider=provider,
+                    issuer_names=issuer_names(),
+                    contact=settings.PLATFORM_CONTACT,
+                ),
+                refresh_token=str(self.token_response.get("refresh_token") or ""),
+                refresh_by=_refresh_by(self.token_response),
+                source_ip=client_ip(request) if request is not None else None,
+            )
+        except LinkRefused as exc:
+            raise AccountLinkRefused(str(exc)) from exc
+        user.oidc_provider_key = provider.key  # type: ignore[attr-defined]
+        return user
 
     def get_user(self, user_id: Any) -> User | None:
         """The user of a session, or None (the session no longer signs anyone in) when an
@@ -194,24 +296,28 @@ def role_groups_setting() -> dict[str, list[str]]:
     }
 
 
-def logout_endpoint() -> str:
+def logout_endpoint(provider: Provider | None = None) -> str:
     """Where to end the provider's session after signing out here; "" when unknown."""
     try:
-        return discovery.endpoint("OIDC_OP_LOGOUT_ENDPOINT")
+        return discovery.endpoint("OIDC_OP_LOGOUT_ENDPOINT", provider)
     except discovery.DiscoveryError as exc:
         log.warning("No end-session endpoint to offer after sign-out: %s", exc)
         return ""
 
 
-def logout_url(*, id_token: str, return_to: str) -> str:
+def logout_url(*, id_token: str, return_to: str, provider: Provider | None = None) -> str:
     """The provider's end-session URL with the ID token of the sign-in as ``id_token_hint``
     and ``return_to`` (one of the client's post-logout redirect URIs at the provider) to come
-    back to; "" when the provider has no end-session endpoint."""
+    back to; "" when the provider has no end-session endpoint. ``provider``: the one the
+    session signed in with (the only one when None)."""
+    provider = provider or provider_named(None)
+    if provider is None:
+        return ""
     return core.end_session_url(
-        logout_endpoint(),
+        logout_endpoint(provider),
         id_token_hint=id_token,
         post_logout_redirect_uri=return_to,
-        client_id=settings.OIDC_RP_CLIENT_ID,
+        client_id=provider.client_id,
     )
 
 
@@ -251,11 +357,13 @@ class ProviderUnavailable(Exception):
     """The provider could not be asked (network error, timeout, server error)."""
 
 
-def _client_auth(data: dict[str, str]) -> tuple[dict[str, str], tuple[str, str] | None]:
+def _client_auth(
+    data: dict[str, str], provider: Provider
+) -> tuple[dict[str, str], tuple[str, str] | None]:
     if settings.OIDC_TOKEN_USE_BASIC_AUTH:
-        return data, (settings.OIDC_RP_CLIENT_ID, settings.OIDC_RP_CLIENT_SECRET)
-    client = {"client_id": settings.OIDC_RP_CLIENT_ID}
-    return data | client | {"client_secret": settings.OIDC_RP_CLIENT_SECRET}, None
+        return data, (provider.client_id, provider.client_secret)
+    client = {"client_id": provider.client_id}
+    return data | client | {"client_secret": provider.client_secret}, None
 
 
 def _provider_error(response: requests.Response) -> str:
@@ -270,17 +378,23 @@ def _provider_error(response: requests.Response) -> str:
 
 
 def provider_current_claims(
-    *, refresh_token: str, subject: str
+    *, refresh_token: str, subject: str, provider: Provider | None = None
 ) -> tuple[dict[str, Any], str, datetime | None]:
-    """The user's claims as the provider states them now, the refresh token to keep and when
-    to use it again: a refresh-token grant, then userinfo with the new access token (plus the
-    new ID token's claims, verified, when the provider sends one)."""
+    """The user's claims as ``provider`` (the only one when None) states them now, the
+    refresh token to keep and when to use it again: a refresh-token grant, then userinfo with
+    the new access token (plus the new ID token's claims, verified, when the provider sends
+    one)."""
+    provider = provider or provider_named(None)
+    if provider is None:
+        raise ProviderUnavailable("no identity provider is configured")
     try:
-        token_endpoint = discovery.endpoint("OIDC_OP_TOKEN_ENDPOINT")
-        userinfo_endpoint = discovery.endpoint("OIDC_OP_USER_ENDPOINT")
+        token_endpoint = discovery.endpoint("OIDC_OP_TOKEN_ENDPOINT", provider)
+        userinfo_endpoint = discovery.endpoint("OIDC_OP_USER_ENDPOINT", provider)
     except discovery.DiscoveryError as exc:
         raise ProviderUnavailable(str(exc)) from exc
-    data, auth = _client_auth({"grant_type": "refresh_token", "refresh_token": refresh_token})
+    data, auth = _client_auth(
+        {"grant_type": "refresh_token", "refresh_token": refresh_token}, provider
+    )
     try:
         response = requests.post(
             token_endpoint, data=data, auth=auth, timeout=settings.OIDC_TIMEOUT
@@ -318,11 +432,11 @@ def provider_current_claims(
         # OIDC Core 12.2: checked like the first one, except the nonce (the provider repeats
         # the sign-in's nonce or leaves it out; there is no new one to compare with).
         try:
-            claims = GpupaasOIDCBackend().signed_payload(tokens["id_token"])
+            claims = GpupaasOIDCBackend(provider=provider).signed_payload(tokens["id_token"])
             core.check_id_token_claims(
                 claims,
-                issuer=settings.OIDC_OP_ISSUER,
-                client_id=settings.OIDC_RP_CLIENT_ID,
+                issuer=provider.issuer,
+                client_id=provider.client_id,
                 now=time.time(),
                 leeway=settings.OIDC_CLOCK_LEEWAY_SECONDS,
             )
@@ -396,12 +510,17 @@ def groups_recheck(user: User, *, now: float | None = None) -> bool:
             forget_role_copy(user)
             return True  # another request confirmed them meanwhile
         user_gone = False
+        provider = provider_of_issuer(identity.issuer) if identity is not None else None
         if identity is None or not identity.refresh_token:
             reason = "no refresh token from the provider to ask it again"
+        elif provider is None:
+            reason = f"the identity provider {identity.issuer} is no longer configured"
         else:
             try:
                 claims, refresh_token, refresh_by = provider_current_claims(
-                    refresh_token=identity.refresh_token, subject=identity.subject
+                    refresh_token=identity.refresh_token,
+                    subject=identity.subject,
+                    provider=provider,
                 )
             except ProviderRefused as exc:
                 reason = f"the provider refused: {exc}"
@@ -423,10 +542,11 @@ def groups_recheck(user: User, *, now: float | None = None) -> bool:
                     user=user,
                     identity=identity,
                     claims=claims,
-                    groups_claim=settings.OIDC_GROUPS_CLAIM,
-                    groups_format=settings.OIDC_GROUPS_FORMAT,
-                    admin_groups=settings.OIDC_ADMIN_GROUPS,
-                    role_groups=role_groups_setting(),
+                    groups_claim=provider.groups_claim,
+                    groups_format=provider.groups_format,
+                    admin_groups=provider.admin_groups,
+                    role_groups=provider.role_groups_lists(),
+                    teams=provider.teams,
                     refresh_token=refresh_token,
                     refresh_by=refresh_by,
                 )
@@ -442,18 +562,35 @@ class LogoutTokenError(Exception):
     """A logout token that must not be acted on; the message says why."""
 
 
-def verify_logout_token(token: str) -> core.LogoutRequest:
-    """Check a back-channel logout token: the provider's signature (its JWKS), then the claims
-    (OIDC Back-Channel Logout 1.0, 2.6), then that it was not seen before (``jti``)."""
+def _claimed_issuer(token: str) -> str:
+    """The ``iss`` a JWT claims, unverified: only to choose whose keys verify it."""
     try:
-        payload = GpupaasOIDCBackend().signed_payload(token)
+        encoded = force_bytes(token).split(b".")[1]
+        payload = json.loads(base64.urlsafe_b64decode(encoded + b"=" * (-len(encoded) % 4)))
+    except (ValueError, TypeError, IndexError, binascii.Error):
+        return ""
+    return str(payload.get("iss") or "") if isinstance(payload, dict) else ""
+
+
+def verify_logout_token(token: str) -> core.LogoutRequest:
+    """Check a back-channel logout token: the provider it names must be one configured here;
+    then that provider's signature (its JWKS), the claims (OIDC Back-Channel Logout 1.0, 2.6)
+    and that it was not seen before (``jti``)."""
+    providers = configured_providers()
+    provider = provider_for_issuer(providers, _claimed_issuer(token))
+    if provider is None and len(providers) == 1:
+        provider = providers[0]  # its claims check names the wrong issuer
+    if provider is None:
+        raise LogoutTokenError("The token's issuer is not an identity provider of this portal.")
+    try:
+        payload = GpupaasOIDCBackend(provider=provider).signed_payload(token)
     except SuspiciousOperation as exc:
         raise LogoutTokenError(str(exc)) from exc
     try:
         logout = core.check_logout_token_claims(
             payload,
-            issuer=settings.OIDC_OP_ISSUER,
-            client_id=settings.OIDC_RP_CLIENT_ID,
+            issuer=provider.issuer,
+            client_id=provider.client_id,
             now=time.time(),
             leeway=settings.OIDC_CLOCK_LEEWAY_SECONDS,
         )

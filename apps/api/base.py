@@ -47,11 +47,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, ClusterError):
         # The same status and words as the portal's (apps.orchestration.errors).
         answer = cluster_error_answer(exc)
-        response = Response(error_body(code=exc.code, message=answer.message), status=answer.status)
+        refused = Response(error_body(code=exc.code, message=answer.message), status=answer.status)
         retry_after = cluster_retry_after(exc)
         if retry_after:
-            response["Retry-After"] = str(retry_after)
-        return response
+            refused["Retry-After"] = str(retry_after)
+        return refused
     if isinstance(exc, ObjectDoesNotExist | Http404):
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, DjangoPermissionDenied):

@@ -37,6 +37,12 @@ from apps.accounts.services.sessions import (
     user_sessions_end as user_sessions_end,
 )
 from apps.accounts.services.signin import (
+    LinkPolicy as LinkPolicy,
+)
+from apps.accounts.services.signin import (
+    LinkRefused as LinkRefused,
+)
+from apps.accounts.services.signin import (
     _free_username as _free_username,
 )
 from apps.accounts.services.signin import (

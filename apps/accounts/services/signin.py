@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from apps.accounts import core
+from apps.accounts import core, providers
 from apps.accounts.models import ApiToken, Membership, OidcIdentity, Team, User, UserSession
 from apps.accounts.roles import ROLE_GROUPS, Role
 from apps.accounts.selectors import (
@@ -26,6 +28,57 @@ from apps.audit.services import audit_record
 log = logging.getLogger(__name__)
 
 
+class LinkRefused(Exception):
+    """A first sign-in that may not become an account: its verified e-mail is that of an
+    account signing in through another provider (apps.accounts.providers.link_decision)."""
+
+
+@dataclass(frozen=True)
+class LinkPolicy:
+    """What a first sign-in needs to decide on linking: the provider signing in, the names of
+    the issuers, and whom people ask."""
+
+    provider: providers.Provider
+    issuer_names: Mapping[str, str]
+    contact: str
+
+
+def _team_groups(teams: Mapping[str, providers.TeamMapping] | None) -> list[core.TeamGroups]:
+    """The teams' groups at the provider signing in: its own mapping by team slug, or the
+    teams' IdP group fields."""
+    if teams is None:
+        return [
+            core.TeamGroups(team_id=t.pk, member_group=t.idp_group, lead_group=t.idp_lead_group)
+            for t in Team.objects.exclude(idp_group="", idp_lead_group="")
+        ]
+    ids = dict(Team.objects.filter(slug__in=list(teams)).values_list("slug", "pk"))
+    unknown = sorted(set(teams) - set(ids))
+    if unknown:
+        log.warning("The provider's team mapping names teams that do not exist: %s", unknown)
+    return [
+        core.TeamGroups(team_id=ids[slug], member_group=m.member, lead_group=m.lead)
+        for slug, m in teams.items()
+        if slug in ids
+    ]
+
+
+def _holders(*, email: str, issuer: str, names: Mapping[str, str]) -> list[providers.Holder]:
+    """Accounts that sign in through another provider with this e-mail."""
+    if not email:
+        return []
+    by_user: dict[int, set[str]] = {}
+    rows = (
+        OidcIdentity.objects.filter(user__email__iexact=email)
+        .exclude(issuer=issuer)
+        .values_list("user_id", "issuer")
+    )
+    for user_id, other in rows:
+        by_user.setdefault(user_id, set()).add(names.get(other, other))
+    return [
+        providers.Holder(user_id=k, provider_names=tuple(sorted(v))) for k, v in by_user.items()
+    ]
+
+
 def _sync_provider_groups(
     *,
     user: User,
@@ -34,15 +87,13 @@ def _sync_provider_groups(
     groups_format: str,
     admin_groups: Sequence[str],
     role_groups: Mapping[str, Sequence[str]] | None = None,
+    team_map: Mapping[str, providers.TeamMapping] | None = None,
 ) -> tuple[core.GroupsClaim, core.MembershipPlan, bool]:
     """Bring the user's provider memberships and platform roles in line with ``claims`` (the
     user row itself is saved by the caller). Returns the claim read, the plan applied and
     whether anything changed."""
     claim = core.read_groups_claim(claims, groups_claim)
-    teams = [
-        core.TeamGroups(team_id=t.pk, member_group=t.idp_group, lead_group=t.idp_lead_group)
-        for t in Team.objects.exclude(idp_group="", idp_lead_group="")
-    ]
+    teams = _team_groups(team_map)
     current = dict(
         Membership.objects.filter(user=user, source=Membership.Source.IDP).values_list(
             "team_id", "role"
@@ -152,7 +203,34 @@ def _log_groups(
         )
 
 
-def user_sync_oidc(
+def user_sync_oidc(**kwargs: Any) -> User:
+    """:func:`_user_sync_oidc`; a refused first sign-in is recorded (``auth.login_refused``)
+    after its transaction rolled back, then raised on."""
+    try:
+        return _user_sync_oidc(**kwargs)
+    except LinkRefused as exc:
+        claims = kwargs.get("claims") or {}
+        log.warning(
+            "OIDC first sign-in of %s at %s refused: %s",
+            kwargs.get("subject"),
+            kwargs.get("issuer"),
+            exc,
+        )
+        audit_record(
+            actor=None,
+            action="auth.login_refused",
+            source_ip=kwargs.get("source_ip"),
+            details={
+                "issuer": kwargs.get("issuer"),
+                "subject": kwargs.get("subject"),
+                "email": str(claims.get("email") or ""),
+                "reason": "the verified e-mail of an account at another provider",
+            },
+        )
+        raise
+
+
+def _user_sync_oidc(
     *,
     issuer: str,
     subject: str,
@@ -161,6 +239,8 @@ def user_sync_oidc(
     admin_groups: Sequence[str],
     role_groups: Mapping[str, Sequence[str]] | None = None,
     groups_format: str = core.GROUPS_FORMAT_AUTO,
+    teams: Mapping[str, providers.TeamMapping] | None = None,
+    link: LinkPolicy | None = None,
     refresh_token: str = "",
     refresh_by: datetime | None = None,
     source_ip: str | None = None,
@@ -168,6 +248,9 @@ def user_sync_oidc(
     """Find or create the user for an identity, and bring their teams and admin status up to
     date with the groups claim of this sign-in.
 
+    A first sign-in whose verified e-mail belongs to an account of another provider is linked
+    to it or refused (``link``; :func:`apps.accounts.providers.link_decision`): raises
+    :class:`LinkRefused` with the words for the person, recorded as ``auth.login_refused``.
     A user an admin deactivated stays deactivated: the sign-in changes nothing and is
     recorded as refused (the callback turns the inactive user away)."""
     with transaction.atomic():
@@ -178,9 +261,41 @@ def user_sync_oidc(
             .first()
         )
         created = identity is None
+        linked = False
         if identity is None:
-            user = User.objects.create_user(username=_free_username(claims, subject))
+            decision = providers.LinkDecision("new")
+            if link is not None:
+                decision = providers.link_decision(
+                    provider=link.provider,
+                    claims=claims,
+                    holders=_holders(
+                        email=str(claims.get("email") or "").strip(),
+                        issuer=issuer,
+                        names=link.issuer_names,
+                    ),
+                    contact=link.contact,
+                )
+            if decision.action == "refuse":
+                raise LinkRefused(decision.reason)
+            if decision.action == "link" and decision.user_id is not None:
+                user = User.objects.get(pk=decision.user_id)
+                linked = True
+            else:
+                user = User.objects.create_user(username=_free_username(claims, subject))
             identity = OidcIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+            if linked:
+                audit_record(
+                    actor=user,
+                    action="auth.identity_linked",
+                    obj=user,
+                    source_ip=source_ip,
+                    details={
+                        "issuer": issuer,
+                        "subject": subject,
+                        "by": "verified e-mail",
+                        "email": str(claims.get("email") or ""),
+                    },
+                )
         user = identity.user
         if not user.is_active:
             log.warning("OIDC sign-in of %s refused: the account is deactivated.", user)
@@ -205,6 +320,7 @@ def user_sync_oidc(
             groups_format=groups_format,
             admin_groups=admin_groups,
             role_groups=role_groups,
+            team_map=teams,
         )
         now = timezone.now()
         user.last_login = now
@@ -223,7 +339,8 @@ def user_sync_oidc(
             source_ip=source_ip,
             details={
                 "issuer": issuer,
-                "new_user": created,
+                "new_user": created and not linked,
+                "linked": linked,
                 "groups": list(claim.groups),
                 "groups_claim": claim.describe(),
                 "ignored_groups": list(plan.ignored_groups),
@@ -250,6 +367,7 @@ def user_groups_confirm(
     refresh_token: str,
     refresh_by: datetime | None = None,
     role_groups: Mapping[str, Sequence[str]] | None = None,
+    teams: Mapping[str, providers.TeamMapping] | None = None,
 ) -> User:
     """Apply the groups the provider states now (a re-check, between sign-ins). Recorded as
     ``auth.groups_refresh`` when memberships or admin status changed."""
@@ -268,6 +386,7 @@ def user_groups_confirm(
             groups_format=groups_format,
             admin_groups=admin_groups,
             role_groups=role_groups,
+            team_map=teams,
         )
         user.idp_checked_at = timezone.now()
         user.idp_refresh_by = refresh_by

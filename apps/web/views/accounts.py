@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts import core
 from apps.accounts.models import ApiToken, Team, User
-from apps.accounts.oidc import logout_url
+from apps.accounts.oidc import configured_providers, logout_url, provider_of_session
 from apps.accounts.roles import Act
 from apps.accounts.selectors import (
     is_team_lead,
@@ -58,6 +58,7 @@ def login_page(request: HttpRequest) -> HttpResponse:
             "next": next_path,
             "oidc_enabled": settings.OIDC_ENABLED,
             "oidc_provider_name": settings.OIDC_PROVIDER_NAME,
+            "oidc_providers": configured_providers(),
             "dev_login": dev_login_allowed(),
             "demo_users": demo_users,
         },
@@ -90,10 +91,12 @@ def logout_view(request: HttpRequest) -> HttpResponse:
     if isinstance(user, User):
         audit_record(actor=user, action="auth.logout", obj=user, source_ip=client_ip(request))
     id_token = str(request.session.get("oidc_id_token") or "")
+    # The provider this session signed in with: its end-session endpoint, its client.
+    provider = provider_of_session(request) if settings.OIDC_ENABLED else None
     logout(request)
     op_logout = (
-        logout_url(id_token=id_token, return_to=request.build_absolute_uri("/"))
-        if settings.OIDC_ENABLED
+        logout_url(id_token=id_token, return_to=request.build_absolute_uri("/"), provider=provider)
+        if provider is not None
         else ""
     )
     if op_logout:

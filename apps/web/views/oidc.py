@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -17,7 +19,17 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 from requests import RequestException
 
 from apps.accounts import core, discovery
-from apps.accounts.oidc import LogoutTokenError, verify_logout_token
+from apps.accounts.oidc import (
+    SESSION_PROVIDER,
+    AccountLinkRefused,
+    LogoutTokenError,
+    configured_providers,
+    provider_named,
+    provider_of_flow,
+    remember_flow,
+    verify_logout_token,
+)
+from apps.accounts.providers import Provider
 from apps.accounts.services import oidc_backchannel_logout, user_session_record
 from apps.common.http import client_ip
 
@@ -27,25 +39,61 @@ UNREACHABLE = "The identity provider cannot be reached right now; try again in a
 
 
 class SignInView(OIDCAuthenticationRequestView):
-    """Start the code flow, keeping ``next`` only when it is a same-site path."""
+    """Start the code flow at the provider chosen (``?provider=<key>``; with one provider, that
+    one), keeping ``next`` only when it is a same-site path. With several and none chosen, the
+    sign-in page offers them."""
 
     def __init__(self, **kwargs: Any) -> None:
         # Not the parent's __init__: it reads the authorization endpoint, which may have to be
         # discovered, and a provider outage must give a page that says so, not a 500.
         super(OIDCAuthenticationRequestView, self).__init__(**kwargs)
-        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
+        self.provider: Provider | None = None
+
+    def get_settings(self, attr: str, *args: Any) -> Any:
+        if attr == "OIDC_RP_SCOPES" and self.provider is not None:
+            return self.provider.scopes
+        return OIDCAuthenticationRequestView.get_settings(attr, *args)
 
     def get(self, request: HttpRequest) -> HttpResponse:
         if not settings.OIDC_ENABLED:
             raise Http404("Single sign-on is not configured.")
+        next_path = core.safe_next_path(request.GET.get("next"))
+        key = request.GET.get("provider") or None
+        self.provider = provider_named(key)
+        if self.provider is None:
+            if key is None:
+                target = reverse("accounts:login")
+                return HttpResponseRedirect(
+                    f"{target}?{urlencode({'next': next_path})}" if next_path else target
+                )
+            names = ", ".join(p.key for p in configured_providers())
+            return _refused(
+                request,
+                f"There is no identity provider {key[:40]!r} here (there are {names}).",
+                status=404,
+            )
+        self.OIDC_RP_CLIENT_ID = self.provider.client_id
         try:
-            self.OIDC_OP_AUTH_ENDPOINT = discovery.endpoint("OIDC_OP_AUTHORIZATION_ENDPOINT")
+            self.OIDC_OP_AUTH_ENDPOINT = discovery.endpoint(
+                "OIDC_OP_AUTHORIZATION_ENDPOINT", self.provider
+            )
         except discovery.DiscoveryError as exc:
-            log.error("OIDC sign-in cannot start: %s", exc)
-            return _refused(request, UNREACHABLE, status=503)
+            log.error("OIDC sign-in at %s cannot start: %s", self.provider.key, exc)
+            return _refused(request, _unreachable(self.provider), status=503)
         response = super().get(request)
-        request.session["oidc_login_next"] = core.safe_next_path(request.GET.get("next"))
+        state = parse_qs(urlsplit(response["Location"]).query).get("state", [""])[0]
+        remember_flow(request, state=state, provider=self.provider)
+        request.session["oidc_login_next"] = next_path
         return response
+
+
+def _unreachable(provider: Provider | None) -> str:
+    if provider is None or len(configured_providers()) < 2:
+        return UNREACHABLE
+    return (
+        f"{provider.name} cannot be reached right now; try again in a few minutes"
+        " or sign in another way."
+    )
 
 
 class CallbackView(OIDCAuthenticationCallbackView):
@@ -54,8 +102,11 @@ class CallbackView(OIDCAuthenticationCallbackView):
     def get(self, request: HttpRequest) -> HttpResponse:
         if not settings.OIDC_ENABLED:
             raise Http404("Single sign-on is not configured.")
+        provider = provider_of_flow(request)
         try:
             return super().get(request)
+        except AccountLinkRefused as exc:
+            return _refused(request, str(exc), status=409)
         except SuspiciousOperation as exc:
             log.warning("OIDC sign-in refused: %s", exc)
             return _refused(request, str(exc))
@@ -64,7 +115,9 @@ class CallbackView(OIDCAuthenticationCallbackView):
             return _refused(request, "The identity provider did not accept the sign-in.")
         except discovery.DiscoveryError as exc:
             log.error("OIDC sign-in cannot finish: %s", exc)
-            return _refused(request, UNREACHABLE, status=503)
+            return _refused(request, _unreachable(provider), status=503)
+        finally:
+            provider_of_flow(request, forget=True)
 
     def login_failure(self) -> HttpResponse:
         request = self.request
@@ -96,10 +149,13 @@ class CallbackView(OIDCAuthenticationCallbackView):
         request = self.request
         if request.session.session_key is None:
             request.session.save()
+        provider = provider_named(getattr(self.user, "oidc_provider_key", None))
+        if provider is not None:
+            request.session[SESSION_PROVIDER] = provider.key
         user_session_record(
             user=self.user,
             session_key=str(request.session.session_key),
-            issuer=settings.OIDC_OP_ISSUER,
+            issuer=provider.issuer if provider is not None else settings.OIDC_OP_ISSUER,
             sid=str(request.session.get("oidc_sid") or ""),
         )
         target = core.safe_next_path(request.session.get("oidc_login_next")) or "/"

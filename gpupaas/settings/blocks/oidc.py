@@ -3,8 +3,11 @@ admin's password sign-in and its lockout, and the development sign-in (off here)
 
 from __future__ import annotations
 
+import os
+
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.accounts.providers import ProvidersError, parse_providers
 from gpupaas.settings.env import env_bool, env_int, env_list, env_optional_str, env_str
 
 # On when a client id and an issuer are given. Endpoints left unset are read from the issuer's
@@ -54,6 +57,26 @@ OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
 if OIDC_ENABLED and not OIDC_RP_CLIENT_SECRET:
     raise ImproperlyConfigured("OIDC is enabled but OIDC_RP_CLIENT_SECRET is unset.")
+# A first sign-in whose verified e-mail is that of an account signing in through another
+# provider links to it only when that provider allows it (apps/accounts/providers.py); for the
+# single provider of the settings above, this.
+OIDC_LINK_BY_VERIFIED_EMAIL = env_bool("OIDC_LINK_BY_VERIFIED_EMAIL", False)
+# Several identity providers at once: a JSON list, each with its client, groups format, team
+# mapping and admin groups (apps/accounts/providers.py), shown as choices on the sign-in page.
+# Instead of the single provider of OIDC_RP_CLIENT_ID and OIDC_OP_ISSUER, never beside it.
+_OIDC_PROVIDERS_RAW = env_optional_str("OIDC_PROVIDERS")
+try:
+    OIDC_PROVIDERS = (
+        parse_providers(_OIDC_PROVIDERS_RAW, env=os.environ) if _OIDC_PROVIDERS_RAW else ()
+    )
+except ProvidersError as exc:
+    raise ImproperlyConfigured(str(exc)) from exc
+if OIDC_PROVIDERS and OIDC_ENABLED:
+    raise ImproperlyConfigured(
+        "Set either OIDC_PROVIDERS (several providers) or OIDC_RP_CLIENT_ID and OIDC_OP_ISSUER "
+        "(one provider), not both."
+    )
+OIDC_ENABLED = OIDC_ENABLED or bool(OIDC_PROVIDERS)
 
 AUTHENTICATION_BACKENDS = [
     *(["apps.accounts.oidc.GpupaasOIDCBackend"] if OIDC_ENABLED else []),
