@@ -272,7 +272,12 @@ class _Cycle:
         )
         if self._held:
             self._blocked_by_id = {b.workload.id: b for b in self.blocked}
-            waiting = [self._with_held_note(info) for info in waiting]
+            notes = self._held_notes([info.workload_id for info in waiting])
+            waiting = [
+                info if (note := notes.get(info.workload_id)) is None
+                else replace(info, reason=f"{info.reason} {note}")
+                for info in waiting
+            ]  # fmt: skip
         waiting.extend(self._capped_waiting(len(waiting)))
         return CycleResult(
             admissions=tuple(self.admissions),
@@ -284,22 +289,15 @@ class _Cycle:
             rejections=tuple(self.rejections),
         )
 
-    def _with_held_note(self, info: Waiting) -> Waiting:
-        note = self._held_note(info.workload_id)
-        return info if note is None else replace(info, reason=f"{info.reason} {note}")
-
-    def _held_note(self, workload_id: int) -> str | None:
-        """Why a waiting workload is kept off capacity that preemption freed, when that is
-        what keeps it waiting: it would be within its team's limit and its owner's cap, and
-        placed, if the preempted workloads' holds were given back."""
+    def _held_candidate(self, workload_id: int) -> tuple[WaitingWorkload, Demand] | None:
+        """A waiting workload that would be within its team's limit and its owner's cap if the
+        preempted workloads' holds on its class were given back (so that whether it would be
+        placed then says what keeps it waiting), with its demand; None otherwise."""
         blocked = self._blocked_by_id.get(workload_id)
         if blocked is None or blocked.kind not in (BLOCK_QUOTA, BLOCK_USER, BLOCK_CAPACITY):
             return None
         w = blocked.workload
         c = w.gpu_class
-        held = [(r, taken) for r, taken in self._held if r.gpu_class == c]
-        if not held:
-            return None
         key = (w.team, c)
         quota = self.quotas.get(key)
         limit = quota.limit_milli if quota else 0
@@ -311,22 +309,48 @@ class _Cycle:
         if cap is not None and mine + w.total_milli > cap:
             return None
         demand = self._demand(w)
-        if not isinstance(demand, Demand):
-            return None
-        self._give_back(held, release=True)
-        trial = self._place(c, demand, w.replicas, w.id, ask=w.topology)
-        if trial is not None:
-            self._unplace(c, trial, demand)
-        self._give_back(held, release=False)
-        if trial is None:
-            return None
-        amount = sum(r.total_milli for r, _ in held)
-        return HELD_REASON.format(
-            held=format_milli(amount),
-            gpu_class=c,
-            verb="are" if amount > 1000 else "is",
-            seconds=math.ceil(self._held_until.get(c, 0.0)),
-        )
+        return (w, demand) if isinstance(demand, Demand) else None
+
+    def _held_notes(self, workload_ids: Sequence[int]) -> dict[int, str]:
+        """Why waiting workloads are kept off capacity that preemption freed, when that is what
+        keeps them waiting: within limit and cap (``_held_candidate``) and placed if the holds
+        were given back. The holds of a class are given back once for all its candidates, and
+        each trial placement is undone, so every candidate is tried on the same state; one
+        trial answers for every candidate of the same shape."""
+        by_class: dict[str, list[tuple[WaitingWorkload, Demand]]] = defaultdict(list)
+        for workload_id in workload_ids:
+            candidate = self._held_candidate(workload_id)
+            if candidate is not None:
+                by_class[candidate[0].gpu_class].append(candidate)
+        notes: dict[int, str] = {}
+        for c, candidates in by_class.items():
+            held = [(r, taken) for r, taken in self._held if r.gpu_class == c]
+            if not held:
+                continue
+            amount = sum(r.total_milli for r, _ in held)
+            note = HELD_REASON.format(
+                held=format_milli(amount),
+                gpu_class=c,
+                verb="are" if amount > 1000 else "is",
+                seconds=math.ceil(self._held_until.get(c, 0.0)),
+            )
+            fits: dict[tuple[object, ...], bool] = {}
+            self._give_back(held, release=True)
+            try:
+                for w, demand in candidates:
+                    # What a trial depends on besides the pools' state (a burst cluster is
+                    # open to a workload allowed to burst).
+                    shape = (demand, w.replicas, w.topology, w.id in self.s.may_burst)
+                    if shape not in fits:
+                        trial = self._place(c, demand, w.replicas, w.id, ask=w.topology)
+                        if trial is not None:
+                            self._unplace(c, trial, demand)
+                        fits[shape] = trial is not None
+                    if fits[shape]:
+                        notes[w.id] = note
+            finally:
+                self._give_back(held, release=False)
+        return notes
 
     def _give_back(
         self, held: Sequence[tuple[RunningWorkload, tuple[ReplicaPlacement, ...]]], *, release: bool
