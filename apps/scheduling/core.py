@@ -133,6 +133,9 @@ class _Cycle:
         # What preempted workloads still hold while their pods terminate (_hold): the exact
         # replicas charged to the pools, the quota they keep, and when each hold ends.
         self._held: list[tuple[RunningWorkload, tuple[ReplicaPlacement, ...]]] = []
+        # Which holds (their places in ``_held``) were placed on each GPU, (cluster, node, GPU):
+        # what a new admission shares with them, without a pass over every hold.
+        self._held_on: dict[tuple[str | None, str, int], list[int]] = defaultdict(list)
         self._held_milli: dict[tuple[str, str], int] = defaultdict(int)
         self._held_user_milli: dict[tuple[str, str, str], int] = defaultdict(int)
         self._held_until: dict[str, float] = {}
@@ -199,10 +202,10 @@ class _Cycle:
         pool = self._pool(r.gpu_class, r.placement.cluster if r.placement else None)
         taken: list[ReplicaPlacement] = []
         if pool is not None and r.placement is not None:
-            free = pool.gpu_free_units() if isinstance(pool, GpuPool) else None
+            gpu_pool = pool if isinstance(pool, GpuPool) else None
             for replica in r.placement.replicas:
-                if free is not None:
-                    left = free.get(replica.node, [])
+                if gpu_pool is not None:
+                    left = gpu_pool.node_free_units(replica.node)
                     gpus = tuple(g for g in replica.gpus if g < len(left) and left[g] > 0)
                     units = min([replica.units, *(left[g] for g in gpus)])
                     if not gpus or units <= 0:
@@ -211,6 +214,10 @@ class _Cycle:
                 pool.take(replica, r.cpu_milli, r.memory_mib)
                 taken.append(replica)
         self._held.append((r, tuple(taken)))
+        cluster = r.placement.cluster if r.placement else None
+        for replica in r.placement.replicas if r.placement else ():
+            for gpu in replica.gpus:
+                self._held_on[(cluster, replica.node, gpu)].append(len(self._held) - 1)
 
     def _pool(self, class_name: str, cluster: str | None) -> Pool | None:
         for pool in self.pools.get(class_name, []):
@@ -682,7 +689,13 @@ class _Cycle:
         self._admit(w, placement, victims)
         # Placed where workloads preempted earlier still terminate (it preempted the one they
         # were preempted for): it waits for them too.
-        earlier = tuple(r.id for r, _ in self._held if _shares_gpus(r.placement, placement))
+        shared = {
+            i
+            for replica in placement.replicas
+            for gpu in replica.gpus
+            for i in self._held_on.get((placement.cluster, replica.node, gpu), ())
+        }
+        earlier = tuple(self._held[i][0].id for i in sorted(shared))
         if earlier:
             last = self.admissions[-1]
             self.admissions[-1] = replace(last, waits_for=(*last.waits_for, *earlier))
@@ -745,14 +758,6 @@ class _Cycle:
                     if r.id not in admitted_ids:
                         changes.append((r.id, False))
         return changes
-
-
-def _shares_gpus(a: Placement | None, b: Placement) -> bool:
-    """Whether two placements use a GPU in common."""
-    if a is None or a.cluster != b.cluster:
-        return False
-    mine = {(r.node, g) for r in a.replicas for g in r.gpus}
-    return any((r.node, g) in mine for r in b.replicas for g in r.gpus)
 
 
 PREVIEW_ID = -1  # the candidate of a preview: no stored workload has this id

@@ -469,6 +469,11 @@ class GpuPool:
     def gpu_free_units(self) -> dict[str, list[int]]:
         return {n.spec.name: [s >> STATE_SHIFT for s in n.gpus] for n in self.nodes}
 
+    def node_free_units(self, name: str) -> list[int]:
+        """The free units of each GPU of one node (none for a node the pool does not have)."""
+        node = self.by_name.get(name)
+        return [] if node is None else [s >> STATE_SHIFT for s in node.gpus]
+
     def gpu_vgpus(self) -> dict[str, list[int]]:
         return {n.spec.name: [s & VGPU_MASK for s in n.gpus] for n in self.nodes}
 
