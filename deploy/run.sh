@@ -110,7 +110,7 @@ print(kubesim.COLD_BUILD_MINUTES, coredns.COLD_BUILD_MINUTES, traefik.COLD_BUILD
     if [ ${#real[@]} -gt 0 ]; then
       # The gateway of development: Traefik serves the platform's Gateway (Gateway API) on
       # loopback port 8890, each notebook's and endpoint's HTTPRoute asking the portal about
-      # every request (forwardAuth). Built once from its Go module (~18 min cold on 2 cores;
+      # every request (forwardAuth). Built once from its Go module (~12 min cold on 2 cores;
       # cached by version under ~/.cache/gpupaas/traefik).
       (while [ ! -f "$VAR/kubesim/READY" ]; do sleep 2; done
        "$PY" -m deploy.devtools.traefik up --kubeconfig "$kubeconfig" --port 8890 \

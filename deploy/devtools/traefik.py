@@ -69,7 +69,7 @@ TRAEFIK_CRD_FILE = "docs/content/reference/dynamic-configuration/kubernetes-crd-
 BINARY_NAME = "traefik"
 BUILD_FLAGS = (*gobuild.COMMON_FLAGS, "-ldflags", "-s -w")
 # Measured on 2 cores with empty Go caches: see docs/first-start.md.
-COLD_BUILD_MINUTES = 18
+COLD_BUILD_MINUTES = 12
 DEFAULT_START_TIMEOUT = 60.0
 
 GATEWAY_CLASS = "traefik"
