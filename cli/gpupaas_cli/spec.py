@@ -9,6 +9,7 @@ A spec file looks like::
     image: PyTorch training
     gpu: 2                  # GPUs per replica (0.5 = half a GPU); or gpu_milli: 2000
     replicas: 2
+    topology: {level: rack, required: true}   # training: replicas in one rack (or prefer)
     command: [torchrun, train.py]
     args: [--epochs, "90"]
     env: {WANDB_MODE: offline}
@@ -78,6 +79,7 @@ FIELDS = {
     "samples",
     "seed",
     "endpoint",
+    "topology",
 }
 # Written as given (a number where the API wants one, or not): the server's rules check these,
 # with the same message for the portal, the API and the CLI.
@@ -121,6 +123,8 @@ class WorkloadRequest:
     samples: Unchecked = None
     seed: Unchecked = None
     endpoint: dict[str, Unchecked] | None = None
+    # Multi-node training: its replicas in one domain of a topology level.
+    topology: dict[str, Unchecked] | None = None
     # Submit even though starting it preempts running work of yours or your teammates.
     confirm_preemption: bool | None = None
 
@@ -215,6 +219,16 @@ def parse_secret_data(literals: list[str], files: list[str]) -> dict[str, str]:
     return data
 
 
+def parse_topology(text: str) -> dict[str, Any]:
+    """``rack`` (prefer one rack) or ``rack:required`` (wait for one) → the API's ask."""
+    level, _, how = text.strip().partition(":")
+    if not level or how not in ("", "required", "preferred"):
+        raise SpecError(
+            f"--topology must look like LEVEL or LEVEL:required (e.g. rack:required), not {text!r}."
+        )
+    return {"level": level, "required": how == "required"}
+
+
 def parse_grid(items: list[str]) -> dict[str, list[str]]:
     """["lr=0.1,0.01", "bs=32"] → {"lr": ["0.1", "0.01"], "bs": ["32"]}."""
     return {
@@ -292,6 +306,17 @@ def request_of(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> Workloa
         names = merged["datasets"]
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             raise SpecError("datasets must be a list of dataset names, e.g. [imagenet].")
+    if "topology" in merged:
+        topology = merged["topology"]
+        if isinstance(topology, str):
+            merged["topology"] = parse_topology(topology)
+        elif not isinstance(topology, Mapping) or not set(map(str, topology)) <= {
+            "level",
+            "required",
+        }:
+            raise SpecError("topology must be {level: rack, required: true} or a level's name.")
+        else:
+            merged["topology"] = dict(topology)
     if "grid" in merged:
         grid = merged["grid"]
         if not isinstance(grid, Mapping) or not all(isinstance(v, list) for v in grid.values()):
@@ -320,6 +345,8 @@ def spec_of(workload: Mapping[str, Any], *, name: str | None = None) -> dict[str
     }
     if kind == "training":
         result["replicas"] = workload.get("replicas")
+        if workload.get("topology"):
+            result["topology"] = workload.get("topology")
     optional = {
         "priority_class": workload.get("priority_class"),
         "command": workload.get("command"),

@@ -384,3 +384,24 @@ def test_usage_of_a_team_in_a_month(cast: Cast, cli_for: CliFor) -> None:
     lines = result.stdout.splitlines()
     assert lines[0] == "2025-01-01 to 2025-02-01 (exclusive)"
     assert lines[2].split() == ["Vision", "owner", "H100-80GB", "2.0", "1.0", "50%", "9.00"]
+
+
+def test_a_multi_node_job_may_ask_for_its_replicas_in_one_rack(cast: Cast, cli_for: CliFor) -> None:
+    cli = cli_for(cast.owner)
+    result = cli(
+        "submit", "job", "--name", "ddp", *job_flags(cast), "--replicas", "2",
+        "--topology", "rack:required", "--", "torchrun", "train.py",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    workload = Workload.objects.get()
+    assert workload.params["topology"] == {"level": "rack", "required": True}
+    refused = cli("submit", "job", "--name", "x", *job_flags(cast), "--topology", "rack:maybe")
+    assert refused.exit_code != 0
+    assert "--topology must look like LEVEL or LEVEL:required" in refused.output
+    unknown = cli(
+        "submit", "job", "--name", "y", *job_flags(cast), "--replicas", "2",
+        "--topology", "galaxy", "--", "torchrun", "train.py",
+    )  # fmt: skip
+    assert unknown.exit_code != 0
+    assert "galaxy" in unknown.output, unknown.output
+    assert Workload.objects.count() == 1

@@ -152,3 +152,21 @@ def test_api_errors_carry_fields_and_the_exit_code() -> None:
         _client(handler, []).get("/x")
     assert caught.value.fields == {"gpu_milli": ["whole GPUs"]}
     assert caught.value.exit_code == exits.INVALID
+
+
+def test_a_topology_ask_from_a_flag_or_a_spec_becomes_the_apis_field() -> None:
+    base = {"kind": "job", "name": "a", "gpu_class": "c", "image": "i", "gpu": 1, "replicas": 4}
+    assert spec.build_request(base, {"topology": "rack"})["topology"] == {
+        "level": "rack",
+        "required": False,
+    }
+    assert spec.build_request(base, {"topology": "block:required"})["topology"] == {
+        "level": "block",
+        "required": True,
+    }
+    from_file = {**base, "topology": {"level": "nvlink", "required": True}}
+    assert spec.build_request(from_file, {})["topology"] == {"level": "nvlink", "required": True}
+    with pytest.raises(spec.SpecError, match="LEVEL:required"):
+        spec.build_request(base, {"topology": "rack:soon"})
+    with pytest.raises(spec.SpecError, match="topology must be"):
+        spec.build_request({**base, "topology": {"rack": True}}, {})

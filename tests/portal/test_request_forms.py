@@ -322,3 +322,42 @@ def test_sizing_link_prefills_the_gpu_fields(portal: Portal) -> None:
     ).content.decode()
     assert re.search(rf'<option value="{portal.mig.pk}" selected>', html)
     assert re.search(r'<option value="500" selected>', html)
+
+
+def test_a_multi_node_job_may_keep_its_nodes_in_one_rack_from_the_form(portal: Portal) -> None:
+    client = portal.client(portal.cast.owner)
+    form = client.get("/workloads/new/training/").content.decode()
+    assert options(form, "id_topology") == [
+        "",
+        "block",
+        "block:required",
+        "rack",
+        "rack:required",
+        "nvlink",
+        "nvlink:required",
+    ]
+    post = {
+        "action": "submit",
+        "name": "ddp-rack",
+        "team": portal.cast.team.pk,
+        "gpu_class": portal.cast.gpu_class.pk,
+        "gpu_milli": "1000",
+        "replicas": "2",
+        "topology": "rack:required",
+        "priority_class": "training",
+        "image": portal.training_image.pk,
+        "command": "torchrun train.py",
+        "retries": "0",
+    }
+    assert client.post("/workloads/new/training/", post).status_code == 302
+    workload = Workload.objects.get(name="ddp-rack")
+    assert workload.params["topology"] == {"level": "rack", "required": True}
+    # A single node cannot ask: the rule's own words, on the field.
+    one = client.post("/workloads/new/training/", {**post, "name": "one", "replicas": "1"})
+    assert one.status_code == 400
+    assert "Only a multi-node training job (2 or more replicas) can ask for a topology." in (
+        one.content.decode()
+    )
+    # Cloning keeps the ask.
+    clone = client.get(f"/workloads/new/training/?clone={workload.pk}").content.decode()
+    assert re.search(r'<option value="rack:required" selected', clone)

@@ -195,6 +195,10 @@ def submit_job(
     image: ImageOpt = None,
     team: TeamOpt = None,
     replicas: Annotated[int | None, typer.Option(help="Nodes (replicas); default 1.")] = None,
+    topology: Annotated[
+        str | None,
+        typer.Option(help="Replicas in one domain: LEVEL (prefer) or LEVEL:required, e.g. rack."),
+    ] = None,
     max_runtime: Annotated[int | None, typer.Option(help="Stop after this many seconds.")] = None,
     retries: Annotated[int | None, typer.Option(help="Retries after a failure.")] = None,
     requeue: RequeueOpt = None,
@@ -223,6 +227,7 @@ def submit_job(
         image=image,
         team=team,
         replicas=replicas,
+        topology=topology,
         max_runtime_seconds=max_runtime,
         retries=retries,
         requeue=requeue,

@@ -275,6 +275,10 @@ class WorkloadRequestForm(forms.Form):
         """An endpoint's settings as typed (None: not an endpoint)."""
         return None
 
+    def topology_value(self) -> dict[str, Any] | None:
+        """A multi-node job's topology ask (None: anywhere)."""
+        return None
+
     def request(self) -> WorkloadRequest:
         """The request as the rules read it and ``workload_submit`` takes it (after
         ``is_valid()``); the team, the GPU class and the image are in ``cleaned_data``."""
@@ -300,6 +304,7 @@ class WorkloadRequestForm(forms.Form):
             grid=self.grid_value(),
             parallelism=self.parallelism_value(),
             endpoint=self.endpoint_value(),
+            topology=self.topology_value(),
             **self.sampling_values(),
         )
 

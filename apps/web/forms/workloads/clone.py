@@ -64,6 +64,11 @@ def clone_initial(workload: Workload) -> dict[str, Any]:
         )
         if ranges:
             values["grid"] = ""
+    topology = params.get("topology")
+    if workload.kind == core.KIND_TRAINING and isinstance(topology, dict) and topology.get("level"):
+        values["topology"] = str(topology["level"]) + (
+            ":required" if topology.get("required") else ""
+        )
     endpoint = params.get("endpoint")
     if workload.kind == core.KIND_INFERENCE and isinstance(endpoint, dict):
         values.pop("replicas", None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from django import forms
+from django.conf import settings
 from django.db.models import QuerySet
 
 from apps.catalog.models import Image
@@ -74,6 +75,12 @@ class TrainingRequestForm(WorkloadRequestForm, _BatchFields):
         error_messages={"invalid": rules.RETRIES_OUT_OF_RANGE},
         help_text="Restarts on failure, up to 10.",
     )
+    topology = forms.ChoiceField(
+        label="Keep nodes together",
+        required=False,
+        help_text="With several nodes: their replicas inside one rack, block or NVLink domain "
+        "(faster collectives). Required waits until one domain has room for all of them.",
+    )
 
     field_order = [
         "name",
@@ -81,6 +88,7 @@ class TrainingRequestForm(WorkloadRequestForm, _BatchFields):
         "gpu_class",
         "gpu_milli",
         "replicas",
+        "topology",
         "priority_class",
         "image",
         "command",
@@ -92,6 +100,19 @@ class TrainingRequestForm(WorkloadRequestForm, _BatchFields):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        levels = [name for name, _label in settings.SCHEDULING_TOPOLOGY_LEVELS]
+        topology = self.fields["topology"]
+        assert isinstance(topology, forms.ChoiceField)
+        topology.choices = [("", "Anywhere")] + [
+            choice
+            for level in levels
+            for choice in (
+                (level, f"Prefer one {level}"),
+                (f"{level}:required", f"One {level} (wait for it)"),
+            )
+        ]
+        if not levels:
+            del self.fields["topology"]
         self.fields["gpu_milli"].label = "GPUs per node"
         self.fields[
             "gpu_milli"
@@ -101,6 +122,13 @@ class TrainingRequestForm(WorkloadRequestForm, _BatchFields):
 
     def replica_count(self) -> int | None:
         return self.cleaned_data.get("replicas")
+
+    def topology_value(self) -> dict[str, Any] | None:
+        chosen = str(self.cleaned_data.get("topology") or "")
+        if not chosen:
+            return None
+        level, _, how = chosen.partition(":")
+        return {"level": level, "required": how == "required"}
 
 
 class SweepRequestForm(WorkloadRequestForm, _BatchFields):
