@@ -201,11 +201,11 @@ def test_nobody_holding_the_email_is_a_new_account() -> None:
     assert link_decision(provider=PARTNER, claims=VERIFIED, holders=[], contact="x").action == "new"
 
 
-def _check(**env: str) -> subprocess.CompletedProcess[str]:
+def _check(*command: str, **env: str) -> subprocess.CompletedProcess[str]:
     unset = {"SECRET_KEY", "DEBUG", "DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}
     clean = {k: v for k, v in os.environ.items() if k not in unset and not k.startswith("OIDC_")}
     return subprocess.run(
-        [sys.executable, "manage.py", "check"],
+        [sys.executable, "manage.py", *(command or ("check",))],
         cwd=ROOT,
         env={**clean, "DJANGO_SETTINGS_MODULE": "gpupaas.settings.dev", **env},
         capture_output=True,
@@ -228,3 +228,11 @@ def test_the_portal_does_not_start_with_a_providers_setting_it_cannot_use() -> N
     assert "not both" in both.stderr
     good = _check(OIDC_PROVIDERS=json.dumps([entry(), entry("partner")]))
     assert good.returncode == 0, good.stderr
+    loaded = _check(
+        "shell",
+        "-c",
+        "from django.conf import settings; from apps.accounts.oidc import configured_providers;"
+        " print(settings.OIDC_ENABLED, [p.key for p in configured_providers()])",
+        OIDC_PROVIDERS=json.dumps([entry(), entry("partner")]),
+    )
+    assert loaded.stdout.strip().splitlines()[-1] == "True ['corp', 'partner']", loaded.stderr

@@ -64,11 +64,9 @@ OIDC_LINK_BY_VERIFIED_EMAIL = env_bool("OIDC_LINK_BY_VERIFIED_EMAIL", False)
 # Several identity providers at once: a JSON list, each with its client, groups format, team
 # mapping and admin groups (apps/accounts/providers.py), shown as choices on the sign-in page.
 # Instead of the single provider of OIDC_RP_CLIENT_ID and OIDC_OP_ISSUER, never beside it.
-_OIDC_PROVIDERS_RAW = env_optional_str("OIDC_PROVIDERS")
+_providers_raw = env_optional_str("OIDC_PROVIDERS")
 try:
-    OIDC_PROVIDERS = (
-        parse_providers(_OIDC_PROVIDERS_RAW, env=os.environ) if _OIDC_PROVIDERS_RAW else ()
-    )
+    OIDC_PROVIDERS = parse_providers(_providers_raw, env=os.environ) if _providers_raw else ()
 except ProvidersError as exc:
     raise ImproperlyConfigured(str(exc)) from exc
 if OIDC_PROVIDERS and OIDC_ENABLED:
